@@ -1,0 +1,451 @@
+"""The project's testbed: real HTCondor pools (and, later, an emulated HPC site) on one machine.
+
+Everything runs from a Debian sid root filesystem (HTCondor 25.x, Apptainer, Slurm need
+sid's glibc), built once by build-rootfs.sh and cached outside the checkout under a name
+keyed by a hash of its recipe. Each "host" is a private mount namespace entered with
+pivot_root (enter.sh). The access-point pool and the second ("remote") pool listen on
+loopback only, each with its own shared port.
+
+Used by the tests (tests/conftest.py) and by the Makefile:
+
+    python containers/testbed/testbed.py up | down | status | env
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RECIPE_FILES = ("build-rootfs.sh", "packages.txt")
+
+SUBMITTER = "alice"
+SUBMITTER_UID = 4242
+UID_DOMAIN = "lumberjack.test"
+# Versions this testbed was written against; another sid version fails loudly.
+TESTED_VERSIONS = {"condor": "25.14.", "apptainer": "1.4.", "slurm-wlm": "26.05."}
+
+
+def testbed_dir() -> Path:
+    """Where running testbed state lives (configs, spools, logs, pids); shared by path
+    between the host and every namespace."""
+    return Path(os.environ.get("LUMBERJACK_TESTBED_DIR", "/tmp/lumberjack-testbed"))
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("LUMBERJACK_TESTBED_CACHE", Path(base) / "condor-lumberjack"))
+
+
+def recipe_hash() -> str:
+    digest = hashlib.sha256()
+    for name in RECIPE_FILES:
+        digest.update((HERE / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def ensure_rootfs() -> Path:
+    """Build the root filesystem unless a build of the same recipe is cached."""
+    rootfs = cache_dir() / f"rootfs-{recipe_hash()}"
+    if not rootfs.is_dir():
+        rootfs.parent.mkdir(parents=True, exist_ok=True)
+        log(f"building the testbed root filesystem into {rootfs} (a few minutes, once)")
+        subprocess.run([str(HERE / "build-rootfs.sh"), str(rootfs)], check=True)
+    check_versions(rootfs)
+    return rootfs
+
+
+def installed_versions(rootfs: Path) -> dict[str, str]:
+    lines = (rootfs / "etc/lumberjack-testbed-versions").read_text().splitlines()
+    return dict(line.split(" ", 1) for line in lines if line.strip())
+
+
+def check_versions(rootfs: Path) -> None:
+    versions = installed_versions(rootfs)
+    for package, prefix in TESTED_VERSIONS.items():
+        found = versions.get(package, "missing")
+        if not found.startswith(prefix) and not os.environ.get("LUMBERJACK_ANY_VERSION"):
+            raise SystemExit(
+                f"testbed: {package} {found} is not the tested {prefix}x; "
+                "set LUMBERJACK_ANY_VERSION=1 to try anyway"
+            )
+
+
+def log(message: str) -> None:
+    print(f"[testbed] {message}", file=sys.stderr, flush=True)
+
+
+def spawn_in_rootfs(
+    rootfs: Path,
+    argv: list[str],
+    *,
+    hostname: str,
+    binds: list[str],
+    logfile: Path,
+    netns: str | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Start argv as a new "host" in its own mount namespace; return its PID.
+
+    The process is its own session leader so that stopping it by PID (and its
+    process group) never touches anything else.
+    """
+    cmd = [
+        "unshare", "--mount", "--uts", "--propagation", "private",
+        str(HERE / "enter.sh"), str(rootfs), hostname, ":".join(binds), "--", *argv,
+    ]  # fmt: skip
+    if netns:
+        cmd = ["nsenter", f"--net=/run/netns/{netns}", *cmd]
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(logfile, "ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**_clean_env(), **(env or {})},
+        )
+    return proc.pid
+
+
+def run_in_rootfs(
+    rootfs: Path,
+    argv: list[str],
+    *,
+    binds: list[str],
+    hostname: str = "",
+    netns: str | None = None,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run a short command in a fresh namespace over the rootfs and wait for it."""
+    cmd = [
+        "unshare", "--mount", "--uts", "--propagation", "private",
+        str(HERE / "enter.sh"), str(rootfs), hostname, ":".join(binds), "--", *argv,
+    ]  # fmt: skip
+    if netns:
+        cmd = ["nsenter", f"--net=/run/netns/{netns}", *cmd]
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, env={**_clean_env(), **(env or {})}
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()[-2000:]}"
+        )
+    return result
+
+
+def _clean_env() -> dict[str, str]:
+    # The host's Python/venv variables mean nothing inside the rootfs.
+    keep = ("PATH", "HOME", "LANG", "TERM")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return env
+
+
+def stop_pid(pid: int, timeout: float = 30.0) -> None:
+    """Stop a process we started (and its process group) by PID: TERM, then KILL."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@dataclass
+class Pool:
+    """One HTCondor pool on loopback, run by condor_master in its own namespace."""
+
+    name: str
+    port: int
+    execute: bool = False  # the access point has no startd: exported jobs must stay idle
+    spool: Path | None = None
+
+    @property
+    def root(self) -> Path:
+        return testbed_dir() / self.name
+
+    @property
+    def local_dir(self) -> Path:
+        return self.root / "local"
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.spool or self.local_dir / "spool"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "condor_config"
+
+    @property
+    def client_config(self) -> Path:
+        return self.root / "client_config"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "master.pid"
+
+    def client_env(self) -> dict[str, str]:
+        return {"CONDOR_CONFIG": str(self.client_config)}
+
+    def write_configs(self) -> None:
+        for sub in ("log", "spool", "execute", "lock", "run", "passwords.d", "tokens.d"):
+            (self.local_dir / sub).mkdir(parents=True, exist_ok=True)
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.local_dir / "passwords.d", 0o700)
+        os.chmod(self.local_dir / "tokens.d", 0o700)
+        # The execute dir must be world-traversable for the job's user.
+        os.chmod(self.local_dir / "execute", 0o755)
+        # The daemons write as the rootfs's `condor` account: chown by number.
+        condor_uid, condor_gid = rootfs_ids(rootfs_path(), "condor")
+        for sub in ("log", "spool", "execute", "lock", "run"):
+            os.chown(self.local_dir / sub, condor_uid, condor_gid)
+        os.chown(self.spool_dir, condor_uid, condor_gid)
+        daemons = "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD" + (", STARTD" if self.execute else "")
+        self.config_file.write_text(
+            f"""# testbed pool {self.name}: loopback only, its own port and state
+RELEASE_DIR = /usr
+LIBEXEC = /usr/libexec/condor
+LIB = /usr/lib/condor
+SHARE = /usr/share/condor
+ETC = {self.root}
+LOCAL_DIR = {self.local_dir}
+LOG = $(LOCAL_DIR)/log
+SPOOL = {self.spool_dir}
+EXECUTE = $(LOCAL_DIR)/execute
+LOCK = $(LOCAL_DIR)/lock
+RUN = $(LOCAL_DIR)/run
+DAEMON_SOCKET_DIR = $(RUN)
+DAEMON_LIST = {daemons}
+MASTER_NAME = {self.name}@{UID_DOMAIN}
+SCHEDD_NAME = {self.name}@{UID_DOMAIN}
+UID_DOMAIN = {UID_DOMAIN}
+TRUST_UID_DOMAIN = TRUE
+CONDOR_HOST = 127.0.0.1
+NETWORK_INTERFACE = 127.0.0.1
+BIND_ALL_INTERFACES = FALSE
+ENABLE_IPV6 = FALSE
+USE_SHARED_PORT = TRUE
+SHARED_PORT_PORT = {self.port}
+COLLECTOR_HOST = 127.0.0.1:{self.port}
+SEC_PASSWORD_DIRECTORY = $(LOCAL_DIR)/passwords.d
+SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d
+SEC_DEFAULT_AUTHENTICATION = REQUIRED
+SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS
+SEC_CLIENT_AUTHENTICATION_METHODS = FS, IDTOKENS
+SEC_DEFAULT_ENCRYPTION = OPTIONAL
+SEC_DEFAULT_INTEGRITY = REQUIRED
+ALLOW_READ = *
+ALLOW_WRITE = *@{UID_DOMAIN} condor_pool@*
+ALLOW_DAEMON = condor_pool@* root@{UID_DOMAIN} condor@{UID_DOMAIN}
+ALLOW_NEGOTIATOR = condor_pool@* root@{UID_DOMAIN} condor@{UID_DOMAIN}
+ALLOW_ADMINISTRATOR = root@{UID_DOMAIN} condor_pool@*
+BASE_CGROUP =
+CGROUP_MEMORY_LIMIT_POLICY = none
+SINGULARITY = /usr/bin/apptainer
+SCHEDD_INTERVAL = 5
+NEGOTIATOR_INTERVAL = 2
+NEGOTIATOR_CYCLE_DELAY = 5
+STARTER_UPDATE_INTERVAL = 5
+SHADOW_QUEUE_UPDATE_INTERVAL = 10
+UPDATE_INTERVAL = 5
+RUNBENCHMARKS = 0
+NUM_CPUS = 4
+START = TRUE
+SUSPEND = FALSE
+PREEMPT = FALSE
+KILL = FALSE
+JOB_RENICE_INCREMENT = 0
+MAIL = /bin/true
+"""
+        )
+        self.client_config.write_text(
+            f"""# host-side client of testbed pool {self.name}
+COLLECTOR_HOST = 127.0.0.1:{self.port}
+SCHEDD_HOST = {self.name}@{UID_DOMAIN}
+SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS
+SEC_TOKEN_DIRECTORY = {self.root / "client-tokens"}
+SEC_CLIENT_INTEGRITY = REQUIRED
+ENABLE_IPV6 = FALSE
+"""
+        )
+
+    def binds(self) -> list[str]:
+        return [str(testbed_dir())]
+
+    def is_running(self) -> bool:
+        return self.pid_file.exists() and _alive(int(self.pid_file.read_text()))
+
+    def start(self, rootfs: Path) -> None:
+        if self.is_running():
+            return
+        self.write_configs()
+        pid = spawn_in_rootfs(
+            rootfs,
+            ["/usr/sbin/condor_master", "-f"],
+            hostname=f"{self.name}.{UID_DOMAIN}",
+            binds=self.binds(),
+            logfile=self.root / "master.out",
+            env={"CONDOR_CONFIG": str(self.config_file)},
+        )
+        self.pid_file.write_text(str(pid))
+        self._wait_for_schedd(rootfs)
+        self._make_client_token(rootfs)
+
+    def condor(self, rootfs: Path, *argv: str) -> str:
+        """Run an HTCondor tool inside the rootfs against this pool (as root)."""
+        return run_in_rootfs(
+            rootfs, list(argv), binds=self.binds(), env={"CONDOR_CONFIG": str(self.config_file)}
+        ).stdout
+
+    def _wait_for_schedd(self, rootfs: Path, timeout: float = 60.0) -> None:
+        address_file = self.spool_dir / ".schedd_address"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise RuntimeError(f"pool {self.name} died; see {self.local_dir / 'log'}")
+            if address_file.exists():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"pool {self.name}: no schedd after {timeout:.0f} s")
+
+    def _make_client_token(self, rootfs: Path) -> None:
+        token_dir = self.root / "client-tokens"
+        token_dir.mkdir(mode=0o700, exist_ok=True)
+        token_file = token_dir / SUBMITTER
+        if token_file.exists():
+            return
+        # The pool key is created by the collector at start-up; wait for it.
+        deadline = time.monotonic() + 30
+        while not (self.local_dir / "passwords.d" / "POOL").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pool {self.name}: no signing key")
+            time.sleep(0.2)
+        token = self.condor(
+            rootfs,
+            "condor_token_create",
+            "-identity",
+            f"{SUBMITTER}@{UID_DOMAIN}",
+            "-lifetime",
+            str(7 * 24 * 3600),
+        )
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(token)
+
+    def stop(self) -> None:
+        if self.pid_file.exists():
+            stop_pid(int(self.pid_file.read_text()))
+            self.pid_file.unlink()
+
+
+ACCESS_POINT = Pool("lj-ap", 29618)
+
+
+def remote_pool(spool: Path, name: str = "lj-remote", port: int = 29619) -> Pool:
+    """The second, independent pool of the local round trip: it runs jobs from `spool`."""
+    return Pool(name, port, execute=True, spool=spool)
+
+
+def up() -> dict[str, str]:
+    rootfs = ensure_rootfs()
+    tb = testbed_dir()
+    tb.mkdir(parents=True, exist_ok=True)
+    os.chmod(tb, 0o755)
+    (tb / "rootfs").unlink(missing_ok=True)
+    (tb / "rootfs").symlink_to(rootfs)
+    write_hosts(rootfs)
+    started = time.monotonic()
+    ACCESS_POINT.start(rootfs)
+    log(f"access point pool up in {time.monotonic() - started:.1f} s")
+    return env()
+
+
+def down() -> None:
+    tb = testbed_dir()
+    for pid_file in sorted(tb.glob("*/master.pid")):
+        log(f"stopping {pid_file.parent.name}")
+        stop_pid(int(pid_file.read_text()))
+        pid_file.unlink()
+
+
+def env() -> dict[str, str]:
+    return {
+        "CONDOR_CONFIG": str(ACCESS_POINT.client_config),
+        "LUMBERJACK_TESTBED_DIR": str(testbed_dir()),
+    }
+
+
+def write_hosts(rootfs: Path) -> None:
+    # Daemons look up their own host name; every testbed "host" on loopback resolves here.
+    names = " ".join(f"{name} {name}.{UID_DOMAIN}" for name in ("lj-ap", "lj-remote"))
+    (rootfs / "etc/hosts").write_text(f"127.0.0.1 localhost {names}\n::1 localhost\n")
+
+
+def rootfs_ids(rootfs: Path, account: str) -> tuple[int, int]:
+    for line in (rootfs / "etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == account:
+            return int(fields[2]), int(fields[3])
+    raise KeyError(f"no account {account} in {rootfs}")
+
+
+def rootfs_path() -> Path:
+    return (testbed_dir() / "rootfs").resolve()
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv else "status"
+    if command == "up":
+        for key, value in up().items():
+            print(f"export {key}={value}")
+    elif command == "down":
+        down()
+    elif command == "build":
+        print(ensure_rootfs())
+    elif command == "env":
+        for key, value in env().items():
+            print(f"export {key}={value}")
+    elif command == "status":
+        status = {"access_point": ACCESS_POINT.is_running(), "dir": str(testbed_dir())}
+        print(json.dumps(status))
+    else:
+        print("usage: testbed.py up|down|status|env|build", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

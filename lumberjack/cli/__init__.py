@@ -1,0 +1,32 @@
+"""The `condor_lumberjack` command line: thin click commands that parse, call and print."""
+
+from __future__ import annotations
+
+import click
+
+from lumberjack import __version__
+from lumberjack.cli.common import LumberjackGroup
+
+
+@click.group(cls=LumberjackGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="condor_lumberjack")
+def cli() -> None:
+    """Run jobs from your HTCondor queue on an HPC allocation and bring the results home.
+
+    \b
+    Typical journey:
+      condor_lumberjack sites check perlmutter --nodes 4 --walltime 2h
+      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --name calib
+      condor_lumberjack sync            # from cron, every minute
+      condor_lumberjack status calib
+    """
+
+
+def _register() -> None:
+    # Each command lives in its own module; importing registers it on `cli`.
+    from lumberjack.cli import inspect_cmd  # noqa: F401
+
+
+def main() -> None:
+    _register()
+    cli(prog_name="condor_lumberjack")

@@ -1,0 +1,30 @@
+"""The errors lumberjack raises on purpose, each with the exit code the CLI returns.
+
+Every message is one line a person can act on; the CLI prints it as `error: MESSAGE`.
+"""
+
+from __future__ import annotations
+
+
+class LumberjackError(Exception):
+    """Something went wrong that is not a bug; exit code 1."""
+
+    exit_code = 1
+
+
+class BadInput(LumberjackError):
+    """The user's input (ids, constraint, site, request, file) is wrong; nothing changed."""
+
+    exit_code = 2
+
+
+class RemoteError(LumberjackError):
+    """The site (SSH, batch system, remote pool) failed or answered something unexpected."""
+
+    exit_code = 3
+
+
+class Busy(LumberjackError):
+    """Another lumberjack process holds the lock for this export; try again later."""
+
+    exit_code = 4
