@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -387,6 +386,7 @@ def up() -> dict[str, str]:
     (tb / "rootfs").unlink(missing_ok=True)
     (tb / "rootfs").symlink_to(rootfs)
     write_hosts(rootfs)
+    ensure_host_submitter()
     started = time.monotonic()
     ACCESS_POINT.start(rootfs)
     log(f"access point pool up in {time.monotonic() - started:.1f} s")
@@ -406,6 +406,21 @@ def env() -> dict[str, str]:
         "CONDOR_CONFIG": str(ACCESS_POINT.client_config),
         "LUMBERJACK_TESTBED_DIR": str(testbed_dir()),
     }
+
+
+def ensure_host_submitter() -> None:
+    # The access point knows its submitters: lumberjack chowns bundles and outputs to them.
+    import pwd
+
+    try:
+        pwd.getpwnam(SUBMITTER)
+    except KeyError:
+        subprocess.run(["groupadd", "-g", str(SUBMITTER_UID), SUBMITTER], check=False)
+        subprocess.run(
+            ["useradd", "-M", "-u", str(SUBMITTER_UID), "-g", str(SUBMITTER_UID),
+             "-s", "/usr/sbin/nologin", SUBMITTER],
+            check=True,
+        )  # fmt: skip
 
 
 def write_hosts(rootfs: Path) -> None:

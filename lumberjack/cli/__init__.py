@@ -24,7 +24,11 @@ def cli() -> None:
 
 def _register() -> None:
     # Each command lives in its own module; importing registers it on `cli`.
-    from lumberjack.cli import inspect_cmd  # noqa: F401
+    from lumberjack.cli import (
+        export_cmd,  # noqa: F401
+        inspect_cmd,  # noqa: F401
+        sites_cmd,  # noqa: F401
+    )
 
 
 def main() -> None:

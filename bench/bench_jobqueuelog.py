@@ -1,0 +1,118 @@
+"""Throughput of lumberjack.jobqueuelog on a synthetic but schedd-shaped job_queue.log.
+
+    python bench/bench_jobqueuelog.py [N_RECORDS]
+
+prints one JSON object; run(n) returns the same dict. Rates are records per second:
+
+- read:           read_records() of the file (decode + parse every line)
+- replay_rewrite: replay() of those records + format_records(records_for_ads(ads))
+- write:          write_log() of the replayed queue (format + fsync + rename)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+from lumberjack import jobqueuelog as jql
+
+_CLUSTER_ATTRS = [
+    ("Owner", '"alice"'),
+    ("User", '"alice@submit.example.org"'),
+    ("Cmd", '"/home/alice/bin/simulate"'),
+    ("Iwd", '"/home/alice/runs/campaign 7"'),
+    ("Arguments", "\"--seed $(Process) --out 'result $(Process).h5'\""),
+    ("Requirements", '(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX")'),
+    ("RequestCpus", "1"),
+    ("RequestMemory", "2048"),
+    ("RequestDisk", "1048576"),
+    ("Environment", '"OMP_NUM_THREADS=1 LANG=en_US.UTF-8 GREETING=héllo"'),
+    ("TransferInputFiles", '"input.dat,config/params.yaml"'),
+    ("QDate", "1718000000"),
+]
+_PROC_ATTRS = [
+    ("ProcId", None),
+    ("ClusterId", None),
+    ("JobStatus", "1"),
+    ("GlobalJobId", None),
+    ("EnteredCurrentStatus", "1718000000"),
+    ("NumJobStarts", "0"),
+]
+
+
+def synthetic_log(n_records: int) -> str:
+    """About n_records records: submit transactions, then status updates, as a schedd logs."""
+    records = [jql.LogRecord(107, "1", "CreationTimestamp", "1718000000")]
+    records.append(jql.LogRecord(101, "0.0", "Job", "Machine"))
+    cluster = 0
+    update_budget = n_records // 4  # leave a quarter of the records for updates
+    while len(records) < n_records - update_budget:
+        cluster += 1
+        ckey = jql.cluster_key(cluster)
+        records += [jql.LogRecord(105), jql.LogRecord(101, ckey, "Job", "Machine")]
+        records += [jql.LogRecord(103, ckey, name, value) for name, value in _CLUSTER_ATTRS]
+        for proc in range(10):
+            pkey = jql.proc_key(cluster, proc)
+            records.append(jql.LogRecord(101, pkey, "Job", "Machine"))
+            for name, value in _PROC_ATTRS:
+                if value is None:
+                    value = {
+                        "ProcId": str(proc),
+                        "ClusterId": str(cluster),
+                        "GlobalJobId": f'"submit.example.org#{cluster}.{proc}#1718000000"',
+                    }[name]
+                records.append(jql.LogRecord(103, pkey, name, value))
+        records.append(jql.LogRecord(106))
+    proc_count = cluster * 10
+    i = 0
+    while len(records) < n_records:
+        c, p = divmod(i % proc_count, 10)
+        key = jql.proc_key(c + 1, p)
+        records += [
+            jql.LogRecord(105),
+            jql.LogRecord(103, key, "JobStatus", "2"),
+            jql.LogRecord(103, key, "EnteredCurrentStatus", str(1718000000 + i)),
+            jql.LogRecord(106),
+        ]
+        i += 1
+    return jql.format_records(records)
+
+
+def run(n_records: int) -> dict[str, Any]:
+    """Benchmark read, replay+rewrite and write on a log of about ``n_records`` records."""
+    with tempfile.TemporaryDirectory(prefix="lumberjack-bench-") as directory:
+        path = os.path.join(directory, "job_queue.log")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(synthetic_log(n_records))
+
+        t0 = time.perf_counter()
+        records = jql.read_records(path)
+        t_read = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        ads = jql.replay(records)
+        compact = jql.format_records(jql.records_for_ads(ads, timestamp=1718000000))
+        t_replay = time.perf_counter() - t0
+
+        out = os.path.join(directory, "job_queue.log.new")
+        t0 = time.perf_counter()
+        jql.write_log(out, ads, timestamp=1718000000)
+        t_write = time.perf_counter() - t0
+
+        written = compact.count("\n")
+        return {
+            "n_records": len(records),
+            "n_ads": len(ads),
+            "n_records_written": written,
+            "read_records_per_s": round(len(records) / t_read),
+            "replay_rewrite_records_per_s": round(len(records) / t_replay),
+            "write_records_per_s": round(written / t_write),
+        }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 200_000)))

@@ -1,0 +1,199 @@
+"""`export`, `import` and `unexport`: jobs out of the local schedd and back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lumberjack import export as export_mod
+from lumberjack import importer
+from lumberjack.cli import cli
+from lumberjack.cli.common import emit, json_option
+from lumberjack.errors import BadInput
+from lumberjack.ledger import Ledger
+from lumberjack.schedd import LocalSchedd
+
+
+@cli.command("export")
+@click.option(
+    "-c",
+    "--constraint",
+    "-jobconstraint",
+    "constraint",
+    metavar="EXPR",
+    help="ClassAd constraint selecting the jobs (whole clusters).",
+)
+@click.option(
+    "--ids",
+    "-ids",
+    "ids",
+    multiple=True,
+    metavar="ID",
+    help="Job ids: CLUSTER or CLUSTER.PROC; repeat or give several.",
+)
+@click.argument("more_ids", nargs=-1, metavar="[ID...]")
+@click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
+@click.option("--site", help="Site profile the jobs go to (see `sites list`).")
+@click.option(
+    "--out",
+    "-out",
+    "out",
+    type=click.Path(path_type=Path),
+    help="Write an offline bundle to this new or empty directory.",
+)
+@click.option(
+    "--remote-spool",
+    "-remotespool",
+    "remote_spool",
+    metavar="PATH",
+    help="SPOOL directory of the schedd that will run the jobs (offline bundles).",
+)
+@click.option("--dry-run", is_flag=True, help="Check and show what would happen; change nothing.")
+@json_option
+def export_command(
+    constraint: str | None,
+    ids: tuple[str, ...],
+    more_ids: tuple[str, ...],
+    name: str | None,
+    site: str | None,
+    out: Path | None,
+    remote_spool: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Take jobs out of the local schedd into a bundle for another schedd.
+
+    The jobs are marked as managed externally (the local schedd will not run them) until
+    `import` brings their results back or `unexport` hands them back unrun.
+
+    \b
+    Examples:
+      condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
+      condor_lumberjack export -c 'JobBatchName == "calib"' --out calib --remote-spool /s --dry-run
+    """
+    all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
+    selection = export_mod.Selection(constraint, all_ids)
+    if out is None and site is None:
+        raise BadInput("give --out DIR for an offline bundle, or --site SITE")
+    if site is not None:
+        raise BadInput("--site needs the site support of a later release; use --out for now")
+    if not remote_spool:
+        raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
+    name = name or export_mod.default_name(site)
+    ledger = Ledger()
+    if ledger.find(name):
+        raise BadInput(f"an export named {name!r} already exists; choose another --name")
+    schedd = LocalSchedd()
+    plan, jobs, _ = export_mod.plan_export(
+        schedd, selection, name=name, bundle_dir=out.resolve(), remote_spool=remote_spool
+    )
+    if dry_run:
+        emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))
+        return
+    with click.progressbar(
+        length=plan.input_bytes, label="copying inputs", file=_bar_file(as_json)
+    ) as bar:
+        manifest = export_mod.run_export(schedd, ledger, plan, jobs, site=site, progress=bar.update)
+    data = {
+        "ok": True,
+        **plan.to_json(),
+        "files": len(manifest.files),
+        "bytes": manifest.total_bytes(),
+    }
+    emit(as_json, data, _plan_text(plan, dry=False))
+
+
+def _bar_file(as_json: bool):  # type: ignore[no-untyped-def]
+    # Progress goes to stderr, and not at all when stdout carries JSON for a script.
+    import io
+    import sys
+
+    return io.StringIO() if as_json or not sys.stderr.isatty() else sys.stderr
+
+
+def _plan_text(plan: export_mod.Plan, dry: bool) -> str:
+    verb = "would export" if dry else "exported"
+    return (
+        f"{verb} {len(plan.jobs)} jobs in {len(plan.clusters)} clusters of {plan.owner} "
+        f"as {plan.name!r}\n"
+        f"  bundle:       {plan.bundle_dir}\n"
+        f"  remote spool: {plan.remote_spool}\n"
+        f"  inputs:       {plan.input_files} files, {plan.input_bytes} bytes"
+    )
+
+
+@cli.command("import")
+@click.argument("name", required=False)
+@click.option(
+    "--in",
+    "-in",
+    "in_dir",
+    type=click.Path(path_type=Path),
+    help="An offline bundle whose spool/ holds the other schedd's spool.",
+)
+@click.option("--dry-run", is_flag=True, help="Check and show what would happen; change nothing.")
+@json_option
+def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json: bool) -> None:
+    """Bring results back: outputs where the submit file said, job ads merged.
+
+    \b
+    Examples:
+      condor_lumberjack import --in /scratch/calib
+      condor_lumberjack import calib --dry-run --json
+    """
+    ledger = Ledger()
+    if in_dir is not None:
+        bundle_dir, spool = importer.find_returned_spool(in_dir.resolve())
+    elif name:
+        record = ledger.get(name)
+        bundle_dir, spool = importer.find_returned_spool(
+            Path(record.info.get("fetched_dir", record.bundle_dir))
+        )
+    else:
+        raise BadInput("give an export NAME or --in DIR")
+    schedd = None if dry_run else LocalSchedd()
+    report = importer.run_import(schedd, bundle_dir, spool, dry_run=dry_run)
+    record = ledger.find(report.name)
+    if record and not dry_run:
+        ledger.set_phase(report.name, "imported")
+    text = (
+        f"{'would import' if dry_run else 'imported'} {report.jobs} jobs of {report.name!r}: "
+        f"{report.completed} completed, {report.handed_back_idle} handed back idle; "
+        f"{len(report.placements)} output files"
+    )
+    emit(as_json, {"ok": True, "dry_run": dry_run, **report.to_json()}, text)
+
+
+@cli.command("unexport")
+@click.argument("name")
+@click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
+@json_option
+def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
+    """Hand an export's jobs back to the local schedd, unrun.
+
+    Only for exports whose jobs are not running at a site (phase exported or failed).
+
+    \b
+    Example:
+      condor_lumberjack unexport calib
+    """
+    ledger = Ledger()
+    record = ledger.get(name)
+    if record.phase not in ("selected", "exporting", "exported", "failed", "shipped"):
+        raise BadInput(f"export {name!r} is {record.phase}; fetch and import it instead")
+    if dry_run:
+        emit(
+            as_json,
+            {"ok": True, "dry_run": True, "clusters": record.clusters},
+            f"would hand back clusters {record.clusters}",
+        )
+        return
+    with ledger.lock(name):
+        count = LocalSchedd().unexport(record.clusters)
+        ledger.set_phase(name, "unexported")
+    emit(
+        as_json,
+        {"ok": True, "jobs": count, "clusters": record.clusters},
+        f"handed {count} jobs of {name!r} back to the local schedd",
+    )

@@ -1,0 +1,108 @@
+"""`condor_lumberjack inspect FILE`: show the queue a job_queue.log holds, without a schedd."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from lumberjack import jobqueuelog
+from lumberjack.cli import cli
+from lumberjack.cli.common import emit, json_option
+from lumberjack.errors import BadInput
+
+
+def load_ads(path: str) -> dict[str, jobqueuelog.Ad]:
+    """read_log(path), with every failure turned into a one-line BadInput naming the file."""
+    try:
+        return jobqueuelog.read_log(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path}: is a directory, not a job_queue.log") from None
+    except PermissionError:
+        raise BadInput(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    except jobqueuelog.JobQueueLogError as exc:
+        # The message already reads "<path> line N: ..."
+        raise BadInput(str(exc)) from None
+
+
+def _cell(value: Any) -> str:
+    """One table cell: no control characters (they would break the layout) and no lone
+    surrogates from undecodable bytes (they cannot be printed)."""
+    if value is None:
+        return "-"
+    text = str(value).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows
+    )
+
+
+def render(path: str, summary: dict[str, Any]) -> str:
+    """The human-readable view: one row per proc (a cluster without procs gets one row)."""
+    clusters = summary["clusters"]
+    procs = [p for c in clusters for p in c["procs"]]
+    managed = any(p["managed"] is not None for p in procs)
+    header = ["ID", "STATUS", "OWNER", "CMD", "ARGS", "IWD"] + (["MANAGED"] if managed else [])
+    rows = [header]
+    for cluster in clusters:
+        if not cluster["procs"]:
+            rows.append(
+                [str(cluster["cluster"]), "(no procs)"]
+                + [_cell(cluster[k]) for k in ("owner", "cmd", "args", "iwd")]
+                + (["-"] if managed else [])
+            )
+        for proc in cluster["procs"]:
+            row = [proc["id"]] + [_cell(proc[k]) for k in ("status", "owner", "cmd", "args", "iwd")]
+            if managed:
+                how = proc["managed"]
+                if how is not None and proc["managed_manager"] is not None:
+                    how = f"{how} ({proc['managed_manager']})"
+                row.append(_cell(how))
+            rows.append(row)
+
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(summary["status_counts"].items()))
+    total = (
+        f"{summary['num_clusters']} cluster{'s' if summary['num_clusters'] != 1 else ''}, "
+        f"{summary['num_procs']} proc{'s' if summary['num_procs'] != 1 else ''}"
+        + (f" ({counts})" if counts else "")
+    )
+    lines = [f"{_cell(path)}: {total}"]
+    if len(rows) > 1:
+        lines.append(_table(rows))
+    return "\n".join(lines)
+
+
+@cli.command("inspect")
+@click.argument("log_file", metavar="FILE", type=click.Path(path_type=str))
+@json_option
+def inspect_cmd(log_file: str, as_json: bool) -> None:
+    """Show the jobs recorded in an HTCondor job_queue.log (no schedd needed).
+
+    Replays the log the way the schedd does on startup: committed transactions
+    apply, an unfinished final transaction is dropped, destroyed ads are gone.
+    A proc shows its own attribute, else its cluster's.
+
+    --json prints {"ads": {KEY: {ATTR: EXPR, ...}, ...}}: every ad by its key
+    as written in the file (0.0, 01.-1, 1.0, ...) with each attribute's
+    expression text exactly as in the file.
+
+    \b
+    Examples:
+      condor_lumberjack inspect "$(condor_config_val SPOOL)/job_queue.log"
+      condor_lumberjack inspect --json job_queue.log | jq '.ads["1.0"].JobStatus'
+    """
+    path = os.fspath(log_file)
+    ads = load_ads(path)
+    if as_json:
+        emit(True, {"ads": {key: dict(ad.attrs) for key, ad in ads.items()}})
+    else:
+        emit(False, None, render(path, jobqueuelog.queue_summary(ads)))

@@ -1,0 +1,182 @@
+"""`condor_lumberjack sites list | show SITE | check SITE [request flags]`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from lumberjack.cli import cli
+from lumberjack.cli.common import LumberjackGroup, emit, json_option
+from lumberjack.cli.request_options import request_from_options, request_options
+from lumberjack.request import format_memory, format_walltime, report_dict, report_lines
+from lumberjack.sites import SiteProfile, display_path, find_profile, list_profiles, profile_dirs
+
+
+@cli.group("sites", cls=LumberjackGroup)
+def sites() -> None:
+    """The HPC sites lumberjack knows (one profile file each) and their limits.
+
+    \b
+    Examples:
+      condor_lumberjack sites list
+      condor_lumberjack sites show perlmutter
+      condor_lumberjack sites check perlmutter --nodes 4 --walltime 2h --allocation m1234
+    """
+
+
+@sites.command("list")
+@json_option
+def list_cmd(as_json: bool) -> None:
+    """List every site profile found: name, system, batch system, queues, login host.
+
+    The default queue is marked with "*". Profiles come from the project's
+    site-profiles/, $LUMBERJACK_SITE_PROFILES and ~/.config/condor-lumberjack/sites.
+
+    \b
+    Example:
+      condor_lumberjack sites list --json
+    """
+    profiles = list_profiles()
+    data = [
+        {
+            "name": p.name,
+            "system": p.system,
+            "batch_system": p.batch_system,
+            "queues": [q.name for q in p.queues],
+            "default_queue": p.default_queue.name,
+            "login_host": p.login_host,
+            "retired": p.retired,
+            "path": str(p.path),
+        }
+        for p in profiles
+    ]
+    emit(as_json, data, _list_text(profiles))
+
+
+@sites.command("show")
+@click.argument("site")
+@json_option
+def show_cmd(site: str, as_json: bool) -> None:
+    """Show everything a site's profile says: login, paths, container, queues, defaults.
+
+    \b
+    Example:
+      condor_lumberjack sites show polaris
+    """
+    profile = find_profile(site)
+    emit(as_json, profile.to_dict(), _show_text(profile))
+
+
+@sites.command("check")
+@click.argument("site")
+@request_options
+@json_option
+def check_cmd(site: str, as_json: bool, **request_flags: Any) -> None:
+    """Check a resource request against a site's limits, without contacting the site.
+
+    Prints each value, where it came from and the flag that changes it; exits with
+    code 2 and a one-line error when the request breaks a limit of the queue.
+
+    \b
+    Examples:
+      condor_lumberjack sites check perlmutter --allocation m1234
+      condor_lumberjack sites check perlmutter --queue debug-cpu --nodes 16 --pilots 2 \\
+          --walltime 20m --allocation m1234
+    """
+    profile = find_profile(site)
+    request = request_from_options(profile, **request_flags)
+    emit(
+        as_json,
+        {"ok": True, **report_dict(request, profile)},
+        "\n".join(report_lines(request, profile)),
+    )
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    ]
+
+
+def _list_text(profiles: list[SiteProfile]) -> str:
+    if not profiles:
+        searched = ", ".join(str(path) for path in profile_dirs())
+        return f"no site profiles found (searched: {searched})"
+    rows = [["NAME", "SYSTEM", "BATCH", "QUEUES", "LOGIN HOST"]]
+    for p in profiles:
+        queues = ", ".join(
+            q.name + ("*" if q.name == p.default_queue.name else "") for q in p.queues
+        )
+        rows.append([p.name, p.system, p.batch_system, queues, p.login_host])
+    return "\n".join(_table(rows))
+
+
+def _show_text(p: SiteProfile) -> str:
+    login = f"{p.user + '@' if p.user else ''}{p.login_host}:{p.port}"
+    lines = [f"{p.name}: {p.system}" + ("  [RETIRED]" if p.retired else "")]
+    if p.description:
+        lines.append(f"  {p.description}")
+    fields = [
+        ("profile", display_path(p.path)),
+        ("source", p.source + (f" (checked {p.checked})" if p.checked else "")),
+        ("login", login + ("" if p.user else "  (user: your ssh config or local name)")),
+        ("known_hosts", p.known_hosts or "-"),
+        ("identity", p.identity_file or "-"),
+        ("base_dir", p.base_dir),
+        ("scratch", p.scratch),
+        ("batch", p.batch_system + (", allocation required" if p.allocation_required else "")),
+        ("container", f"{p.container.runtime} {p.container.image}"),
+        ("binds", ", ".join(p.container.bind) or "-"),
+        ("schedd", _schedd_text(p)),
+        ("launcher", p.batch.launcher or "default"),
+        ("directives", "; ".join(p.batch.extra_directives) or "-"),
+        ("setup", "; ".join(p.batch.setup) or "-"),
+    ]
+    if p.batch.chunk_resources:
+        fields.append(("chunk", ":".join(p.batch.chunk_resources)))
+    lines += [f"  {label:<12} {value}" for label, value in fields if value]
+    lines.append("  queues (* = default):")
+    rows = [["NAME", "NODES", "CORES", "MEMORY", "GPUS", "WALLTIME", "NOTES"]]
+    for q in p.queues:
+        notes = []
+        if q.whole_node:
+            notes.append("whole nodes")
+        if q.batch_queue != q.name:
+            notes.append(f"submits to {q.batch_queue!r}" if q.batch_queue else "no queue directive")
+        notes.extend(q.directives)
+        rows.append(
+            [
+                q.name + ("*" if q.name == p.default_queue.name else ""),
+                f"{q.min_nodes}-{q.max_nodes}",
+                str(q.cores_per_node),
+                format_memory(q.memory_per_node_mb),
+                str(q.gpus_per_node),
+                format_walltime(q.max_walltime_s),
+                "; ".join(notes),
+            ]
+        )
+    lines += [f"    {row}" for row in _table(rows)]
+    d = p.defaults
+    defaults = [
+        f"{label} {value}"
+        for label, value in (
+            ("nodes", d.nodes),
+            ("cores", d.cores),
+            ("memory", format_memory(d.memory_mb) if d.memory_mb is not None else None),
+            ("gpus", d.gpus),
+            ("walltime", format_walltime(d.walltime_s) if d.walltime_s is not None else None),
+            ("allocation", d.allocation),
+        )
+        if value is not None
+    ]
+    lines.append(f"  {'defaults':<12} {', '.join(defaults) or '-'}")
+    return "\n".join(lines)
+
+
+def _schedd_text(p: SiteProfile) -> str:
+    where = "on the login node" if p.schedd.placement == "login" else "in a batch job"
+    port = f"port {p.schedd.port}" if p.schedd.port else "any free port"
+    address = f", reached as {p.schedd.address}" if p.schedd.address else ""
+    return f"{where}, {port}{address}"

@@ -1,0 +1,400 @@
+"""Export: select jobs, check them, hand them to the schedd's export API, write the bundle.
+
+Order matters for the invariant "a job is under exactly one schedd's control":
+everything that can refuse (selection, preflight, the path map on the jobs' current ads)
+runs BEFORE `export_jobs`, which is the moment the local schedd lets go. If anything
+fails after it, the clusters are unexported again and the export is marked failed.
+A crash between the two is found by `sync` (phase "exporting") and rolled back the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import pwd
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lumberjack import __version__
+from lumberjack import bundle as bundle_mod
+from lumberjack import jobqueuelog as jql
+from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.ledger import Ledger, check_name
+from lumberjack.pathmap import PathMap, rewrite_job
+from lumberjack.schedd import LocalSchedd, condor_version
+
+JOB_ID = re.compile(r"^(\d+)(?:\.(\d+))?$")
+STATUS_NAMES = {1: "idle", 2: "running", 3: "removed", 4: "completed", 5: "held",
+                6: "transferring output", 7: "suspended"}  # fmt: skip
+EXPORTABLE_UNIVERSES = {5}  # vanilla (containers are vanilla jobs with an image)
+RUNTIME_ATTRS = ("RequestRuntime", "MaxRuntime", "JobDurationLimit", "AllowedJobDuration")
+
+
+@dataclass(frozen=True)
+class Selection:
+    constraint: str | None = None
+    ids: tuple[str, ...] = ()
+
+    def to_constraint(self) -> str:
+        if bool(self.constraint) == bool(self.ids):
+            raise BadInput("select jobs with exactly one of --constraint or --ids")
+        if self.constraint:
+            return self.constraint
+        terms = []
+        for job_id in self.ids:
+            match = JOB_ID.match(job_id.strip())
+            if not match:
+                raise BadInput(
+                    f"job id {job_id!r} is not CLUSTER or CLUSTER.PROC (e.g. 12 or 12.3)"
+                )
+            cluster, proc = match.groups()
+            term = f"ClusterId == {int(cluster)}"
+            terms.append(f"({term} && ProcId == {int(proc)})" if proc is not None else f"({term})")
+        return " || ".join(terms)
+
+
+@dataclass
+class Plan:
+    """What an export will do (also what --dry-run prints)."""
+
+    name: str
+    owner: str
+    clusters: list[int]
+    jobs: list[str]
+    bundle_dir: Path
+    remote_spool: str
+    input_files: int
+    input_bytes: int
+    job_runtimes_s: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "owner": self.owner,
+            "clusters": self.clusters,
+            "jobs": self.jobs,
+            "bundle_dir": str(self.bundle_dir),
+            "remote_spool": self.remote_spool,
+            "input_files": self.input_files,
+            "input_bytes": self.input_bytes,
+        }
+
+
+def default_name(site: str | None) -> str:
+    return f"{site or 'bundle'}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
+    """The jobs the user named, checked; raises BadInput (nothing changed) when any is unfit."""
+    jobs = schedd.query(selection.to_constraint())
+    if not jobs:
+        raise BadInput(f"no jobs match {_describe(selection)}")
+    if selection.ids:
+        _check_ids_found(selection.ids, jobs)
+    _check_whole_clusters(schedd, jobs)
+    preflight(jobs)
+    return sorted(jobs, key=lambda j: (j["ClusterId"], j["ProcId"]))
+
+
+def _describe(selection: Selection) -> str:
+    return (
+        f"constraint {selection.constraint!r}"
+        if selection.constraint
+        else "ids " + " ".join(selection.ids)
+    )
+
+
+def _check_ids_found(ids: tuple[str, ...], jobs: list[dict]) -> None:
+    clusters = {j["ClusterId"] for j in jobs}
+    procs = {f"{j['ClusterId']}.{j['ProcId']}" for j in jobs}
+    missing = [i for i in ids if i not in procs and ("." in i or int(i) not in clusters)]
+    if missing:
+        raise BadInput(f"no such job in the local queue: {', '.join(missing)}")
+
+
+def _check_whole_clusters(schedd: LocalSchedd, jobs: list[dict]) -> None:
+    # The schedd exports whole clusters; taking 5.3 would silently take 5.0-5.9 too.
+    clusters = sorted({j["ClusterId"] for j in jobs})
+    selected = {(j["ClusterId"], j["ProcId"]) for j in jobs}
+    constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
+    everything = schedd.query(constraint, ["ClusterId", "ProcId"])
+    left_out = sorted(
+        f"{j['ClusterId']}.{j['ProcId']}"
+        for j in everything
+        if (j["ClusterId"], j["ProcId"]) not in selected
+    )
+    if left_out:
+        shown = ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else "")
+        raise BadInput(
+            f"the schedd exports whole clusters, and the selection leaves out {shown}; "
+            "select whole clusters (e.g. --ids 5 rather than --ids 5.3)"
+        )
+
+
+def preflight(jobs: list[dict]) -> None:
+    owners = sorted({str(j.get("Owner")) for j in jobs})
+    if len(owners) > 1:
+        raise BadInput(
+            f"the jobs belong to several owners ({', '.join(owners)}); "
+            "export one owner's jobs at a time"
+        )
+    problems = []
+    for job in jobs:
+        job_id = f"{job['ClusterId']}.{job['ProcId']}"
+        if job.get("Managed") == "External":
+            problems.append(
+                f"{job_id} is already exported (managed by {job.get('ManagedManager')})"
+            )
+        elif job.get("JobStatus") != 1:
+            status = STATUS_NAMES.get(job.get("JobStatus"), str(job.get("JobStatus")))
+            problems.append(f"{job_id} is {status}, not idle")
+        elif job.get("JobUniverse") not in EXPORTABLE_UNIVERSES:
+            problems.append(
+                f"{job_id} is in universe {job.get('JobUniverse')}; only vanilla jobs can move"
+            )
+        elif any(
+            job.get(a) is not None for a in ("JobMaterializeDigestFile", "JobMaterializeLimit")
+        ):
+            problems.append(f"{job_id} belongs to a late-materialization factory")
+        if len(problems) >= 5:
+            break
+    if problems:
+        raise BadInput("cannot export: " + "; ".join(problems))
+
+
+def runtimes_s(jobs: list[dict]) -> list[int]:
+    """Requested runtimes the jobs carry, for the walltime suggestion."""
+    found = []
+    for job in jobs:
+        for attr in RUNTIME_ATTRS:
+            value = job.get(attr)
+            if isinstance(value, (int, float)) and value > 0:
+                found.append(int(value))
+                break
+    return found
+
+
+def owner_ids(owner: str) -> tuple[int, int] | None:
+    try:
+        entry = pwd.getpwnam(owner)
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+def prepare_owned_dir(path: Path, owner: str) -> None:
+    """An empty directory the job owner can write: the schedd acts as the owner."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise BadInput(f"export directory {path} is not empty; give a new or empty directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot create export directory {path}: {exc.strerror}") from exc
+    if not os.access(path, os.W_OK):
+        raise BadInput(f"export directory {path} is not writable")
+    ids = owner_ids(owner)
+    if os.geteuid() == 0 and ids is not None:
+        os.chown(path, *ids)
+
+
+def plan_export(
+    schedd: LocalSchedd,
+    selection: Selection,
+    *,
+    name: str,
+    bundle_dir: Path,
+    remote_spool: str,
+) -> tuple[Plan, list[dict], PathMap]:
+    """Everything that can refuse, with no change anywhere."""
+    check_name(name)
+    if not posixpath.isabs(remote_spool):
+        raise BadInput(f"remote spool {remote_spool!r} must be an absolute path")
+    if bundle_dir.exists() and (not bundle_dir.is_dir() or any(bundle_dir.iterdir())):
+        raise BadInput(f"export directory {bundle_dir} is not empty; give a new or empty directory")
+    jobs = select_jobs(schedd, selection)
+    path_map = PathMap(remote_spool)
+    for job in jobs:
+        # The jobs' effective ads stand in for cluster+proc ads: same answers, no change.
+        path_map.add(rewrite_job(job["ClusterId"], job["ProcId"], job.texts, {}, remote_spool))
+    files, size = _check_inputs(path_map)
+    plan = Plan(
+        name=name,
+        owner=str(jobs[0]["Owner"]),
+        clusters=sorted({j["ClusterId"] for j in jobs}),
+        jobs=[f"{j['ClusterId']}.{j['ProcId']}" for j in jobs],
+        bundle_dir=bundle_dir,
+        remote_spool=path_map.remote_spool,
+        input_files=files,
+        input_bytes=size,
+        job_runtimes_s=runtimes_s(jobs),
+    )
+    return plan, jobs, path_map
+
+
+def _check_inputs(path_map: PathMap) -> tuple[int, int]:
+    count = size = 0
+    for item in path_map.inputs.values():
+        path = Path(item.local_path)
+        if not path.exists():
+            raise BadInput(f"input file {item.local_path} does not exist")
+        if path.is_dir():
+            for sub in path.rglob("*"):
+                if sub.is_file():
+                    count += 1
+                    size += sub.stat().st_size
+        else:
+            if not os.access(path, os.R_OK):
+                raise BadInput(f"input file {item.local_path} is not readable")
+            count += 1
+            size += path.stat().st_size
+    return count, size
+
+
+ProgressCallback = Callable[[int], None]
+
+
+def run_export(
+    schedd: LocalSchedd,
+    ledger: Ledger,
+    plan: Plan,
+    jobs: list[dict],
+    *,
+    site: str | None,
+    info: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> bundle_mod.Manifest:
+    """Export for real: ledger first, then the schedd, then the bundle."""
+    with ledger.lock(plan.name):
+        ledger.create(
+            plan.name,
+            site=site,
+            bundle_dir=plan.bundle_dir,
+            remote_spool=plan.remote_spool,
+            owner=plan.owner,
+            clusters=plan.clusters,
+            jobs=plan.jobs,
+            info=info,
+        )
+        native_dir = plan.bundle_dir / bundle_mod.NATIVE
+        prepare_owned_dir(plan.bundle_dir, plan.owner)
+        prepare_owned_dir(native_dir, plan.owner)
+        ledger.set_phase(plan.name, "exporting")
+        try:
+            result = schedd.export_jobs(plan.clusters, native_dir, plan.remote_spool)
+            if result.total_job_ads != len(plan.jobs):
+                raise LumberjackError(
+                    f"the schedd exported {result.total_job_ads} jobs, expected {len(plan.jobs)}; "
+                    "rolled back"
+                )
+            local_iwds = {f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs}
+            manifest = write_bundle(plan, result.log, local_iwds, site=site, progress=progress)
+        except BaseException as exc:
+            rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
+            raise
+        ledger.set_phase(plan.name, "exported")
+        return manifest
+
+
+def rollback(
+    schedd: LocalSchedd, ledger: Ledger, name: str, clusters: list[int], reason: str
+) -> None:
+    """Give the jobs back to the local schedd after a failed export."""
+    try:
+        schedd.unexport(clusters)
+    except LumberjackError as exc:
+        if "No clusters to unexport" not in str(exc):
+            ledger.step(name, "rollback", "failed", str(exc))
+            raise
+    ledger.set_phase(name, "failed", f"rolled back: {reason}")
+
+
+def write_bundle(
+    plan: Plan,
+    native_log: Path,
+    local_iwds: dict[str, str],
+    *,
+    site: str | None,
+    progress: ProgressCallback | None = None,
+) -> bundle_mod.Manifest:
+    """Rewrite the schedd's exported log for the remote SPOOL and gather the input files."""
+    ads = jql.read_log(native_log)
+    clusters = {
+        jql.parse_key(k).cluster: ad for k, ad in ads.items() if jql.key_kind(k) == "cluster"
+    }
+    path_map = PathMap(plan.remote_spool)
+    for key, ad in ads.items():
+        if jql.key_kind(key) != "proc":
+            continue
+        job = jql.parse_key(key)
+        cluster_ad = clusters.get(job.cluster)
+        if cluster_ad is None:
+            raise LumberjackError(f"exported log has proc {key} without its cluster ad")
+        rewrite = rewrite_job(
+            job.cluster, job.proc, cluster_ad.attrs, ad.attrs, plan.remote_spool,
+            local_iwd=local_iwds.get(key),
+        )  # fmt: skip
+        path_map.add(rewrite)
+        for attr, value in rewrite.proc_overrides.items():
+            _set_attr(ad, attr, value)
+
+    spool_dir = plan.bundle_dir / bundle_mod.SPOOL
+    entries = copy_inputs(path_map, spool_dir, progress)
+    jql.write_log(spool_dir / "job_queue.log", ads)
+    entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
+    manifest = bundle_mod.Manifest(
+        name=plan.name,
+        owner=plan.owner,
+        remote_spool=plan.remote_spool,
+        condor_version=condor_version(),
+        lumberjack_version=__version__,
+        clusters=plan.clusters,
+        jobs=plan.jobs,
+        files=sorted(entries, key=lambda e: e.path),
+        path_map=path_map.to_json(),
+        site=site,
+    )
+    bundle_mod.write_manifest(plan.bundle_dir, manifest)
+    return manifest
+
+
+def _set_attr(ad: jql.Ad, name: str, value: str) -> None:
+    for existing in list(ad.attrs):
+        if existing.lower() == name.lower():
+            ad.attrs[existing] = value
+            return
+    ad.attrs[name] = value
+
+
+def copy_inputs(
+    path_map: PathMap, spool_dir: Path, progress: ProgressCallback | None = None
+) -> list[bundle_mod.FileEntry]:
+    """Copy every input once into the bundle's spool mirror; hash while copying."""
+    entries = []
+    for item in path_map.inputs.values():
+        source = Path(item.local_path)
+        relative = posixpath.relpath(item.remote_path, path_map.remote_spool)
+        sources = [(source, relative)]
+        if source.is_dir():
+            sources = [
+                (sub, posixpath.join(relative, sub.relative_to(source).as_posix()))
+                for sub in sorted(source.rglob("*"))
+                if sub.is_file()
+            ]
+        for src, rel in sources:
+            try:
+                size, digest = bundle_mod.copy_hashed(src, spool_dir / rel)
+            except OSError as exc:
+                raise BadInput(f"cannot read input file {src}: {exc.strerror}") from exc
+            entries.append(bundle_mod.FileEntry(rel, size, digest, os.access(src, os.X_OK)))
+            if progress:
+                progress(size)
+    return entries
+
+
+def remove_bundle(bundle_dir: Path) -> None:
+    shutil.rmtree(bundle_dir, ignore_errors=True)

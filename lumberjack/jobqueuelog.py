@@ -1,0 +1,801 @@
+"""Read, replay and write HTCondor's job queue log (``job_queue.log``, a "ClassAd log").
+
+Pure Python and stdlib only (no ``htcondor`` import): this module is also shipped to HPC
+login nodes, where the bindings are usually absent.
+
+Format
+------
+One record per line, ``<op> <body>``; the body is split on its FIRST spaces only, because
+attribute values (ClassAd expression text) contain spaces, quotes, backslashes and unicode::
+
+    107 SEQ CreationTimestamp T     historical sequence number (normally the first line)
+    101 KEY MyType TargetType       new ad ("(empty)" is HTCondor's placeholder for "")
+    102 KEY                         destroy ad
+    103 KEY Name EXPRESSION...      set attribute (the expression runs to the end of line)
+    104 KEY Name                    delete attribute
+    105                             begin transaction, written as "105 " (trailing space)
+    106                             end transaction, written as "106 " (trailing space), or
+                                    "106 #comment" by HTCondor versions that annotate commits
+
+Keys: ``0.0`` header ad, ``0C.-1`` cluster ad (HTCondor writes cluster keys with a leading
+zero, e.g. ``01.-1``), ``C.P`` proc ad, ``C.-2`` cluster-private ad, ``C.-100`` jobset ad,
+``0.N`` (N > 0) user records. The schedd identifies ads by the *numbers* (it parses every key
+into a cluster/proc pair), so ``1.-1`` and ``01.-1`` name the same ad; replay() does the same
+and keeps the spelling that created the ad.
+
+Records take effect only when their transaction's 106 is read; records outside a
+transaction apply at once; an unfinished final transaction (105 with no 106 before EOF) is
+dropped, exactly as the schedd does when it loads the log.
+
+What we accept and what we reject (checked against HTCondor's classad_log.cpp / log.cpp)
+-----------------------------------------------------------------------------------------
+Rejected with ``JobQueueLogError("<file> line N: ...")``:
+
+* unknown or non-numeric op code, missing or extra fields, empty tokens (double spaces), a key
+  that is not ``INT.INT``, an empty / all-blank 103 value, NUL bytes. The schedd treats these
+  as a corrupt record: fatal if a 106 follows it, otherwise it silently discards everything
+  from that record to EOF. We always reject (except the torn-tail case below).
+* an empty line, except the empty remainder after the final newline. (The schedd stops
+  reading at an empty line and forces a log rotation.)
+* nested 105 and 106 without 105. The schedd only logs a warning for these, but it never
+  writes them, so a log that has them was not written by a schedd.
+* 101 for an ad that already exists, and 102/103/104 for an ad that does not exist (never
+  created, or already destroyed). The schedd silently ignores these operations; we reject
+  them because a log that needs that leniency is not one the schedd wrote.
+
+Accepted:
+
+* a torn final write: a malformed last line with no terminating newline, when it sits inside
+  the unfinished final transaction or is a prefix of "105 " (i.e. a crash while a
+  transaction was being appended). It is dropped, as the schedd drops it.
+* "105" and "106" without HTCondor's trailing space (normalised to "105 " / "106 " when
+  formatted). NOTE: the schedd itself does NOT accept these: after the op code it requires
+  a space, then the newline.
+* a final record with no terminating newline is still a record. (The schedd would drop it;
+  HTCondor always terminates its records, so this only matters for hand-made files.)
+* 107 anywhere (the schedd warns if it is not the first line); any 107 label token.
+* 104 of an attribute the ad does not have (a no-op, as in the schedd).
+* a 103 value is kept byte-exact (minus the newline) and never parsed as a ClassAd
+  expression (it is OLD ClassAd syntax; only queue_summary() decodes plain literals).
+* attribute names are case-insensitive (``iwd`` updates ``Iwd``, and the first spelling
+  is kept, as ClassAds do).
+
+Files are read as UTF-8 with errors="surrogateescape" and written back the same way, so
+arbitrary bytes survive a read/write round trip. Lines are split on "\\n" only: "\\r",
+U+2028 and friends are ordinary characters of an expression.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "OP_LOG_HISTORICAL_SEQUENCE_NUMBER",
+    "OP_NEW_CLASSAD",
+    "OP_DESTROY_CLASSAD",
+    "OP_SET_ATTRIBUTE",
+    "OP_DELETE_ATTRIBUTE",
+    "OP_BEGIN_TRANSACTION",
+    "OP_END_TRANSACTION",
+    "EMPTY_TYPE_NAME",
+    "JOB_STATUS_NAMES",
+    "JobQueueLogError",
+    "LogRecord",
+    "Ad",
+    "JobKey",
+    "parse_records",
+    "format_record",
+    "format_records",
+    "replay",
+    "read_records",
+    "read_log",
+    "records_for_ads",
+    "write_log",
+    "parse_key",
+    "key_kind",
+    "cluster_key",
+    "proc_key",
+    "queue_summary",
+]
+
+OP_NEW_CLASSAD = 101
+OP_DESTROY_CLASSAD = 102
+OP_SET_ATTRIBUTE = 103
+OP_DELETE_ATTRIBUTE = 104
+OP_BEGIN_TRANSACTION = 105
+OP_END_TRANSACTION = 106
+OP_LOG_HISTORICAL_SEQUENCE_NUMBER = 107
+
+# HTCondor writes this instead of an empty MyType/TargetType so the field count stays right.
+EMPTY_TYPE_NAME = "(empty)"
+
+JOB_STATUS_NAMES: dict[int, str] = {
+    1: "Idle",
+    2: "Running",
+    3: "Removed",
+    4: "Completed",
+    5: "Held",
+    6: "Transferring Output",
+    7: "Suspended",
+}
+
+_OPS = {str(op): op for op in range(101, 108)}
+_OP_WHAT = {
+    101: "101 (new ad)",
+    102: "102 (destroy ad)",
+    103: "103 (set attribute)",
+    104: "104 (delete attribute)",
+    105: "105 (begin transaction)",
+    106: "106 (end transaction)",
+    107: "107 (historical sequence number)",
+}
+# C's isspace() in the "C" locale, plus NUL: the schedd's readword() splits on these.
+_BAD_TOKEN = re.compile(r"[ \t\n\r\x0b\x0c\x00]")
+_ASCII_WS = " \t\n\r\x0b\x0c"
+_KEY_RE = re.compile(r"([0-9]+)\.(-?[0-9]+)")
+_DIGITS = re.compile(r"[0-9]+")
+_INT_RE = re.compile(r"-?[0-9]+")
+# strcasecmp() folds ASCII only; str.lower() would also fold e.g. "Ä".
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
+def _fold(name: str) -> str:
+    return name.lower() if name.isascii() else name.translate(_ASCII_LOWER)
+
+
+class JobQueueLogError(ValueError):
+    """A job_queue.log (or a record or ad to be written to one) is malformed.
+
+    When the problem is in a file, the message starts with "<source> line N: " and
+    ``source``/``line`` are set.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+        self.source = source
+        self.line = line
+        if source is not None and line is not None:
+            message = f"{source} line {line}: {message}"
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One line of the log. Which fields an op uses (unused fields are ""):
+
+    - 107: key = sequence number, name = "CreationTimestamp", value = timestamp (digits)
+    - 101: key, name = MyType, value = TargetType
+    - 102: key
+    - 103: key, name = attribute name, value = expression text (byte-exact)
+    - 104: key, name = attribute name
+    - 105: nothing
+    - 106: value = commit comment ("" for none, the usual case)
+    """
+
+    op: int
+    key: str = ""
+    name: str = ""
+    value: str = ""
+
+
+@dataclass
+class Ad:
+    """A ClassAd as the log holds it: attribute name -> expression text, insertion ordered.
+
+    Attribute names keep the spelling that first set them; lookups via get() are
+    case-insensitive, as ClassAd attribute names are. ``my_type``/``target_type`` are the
+    tokens as written (HTCondor writes "(empty)" for an empty type).
+    """
+
+    key: str
+    my_type: str
+    target_type: str
+    attrs: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The expression text of attribute ``name`` (case-insensitive), or ``default``."""
+        value = self.attrs.get(name)
+        if value is not None:
+            return value
+        folded = _fold(name)
+        for attr, value in self.attrs.items():
+            if _fold(attr) == folded:
+                return value
+        return default
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """The numbers inside a key: ``01.-1`` -> JobKey(1, -1), ``3.7`` -> JobKey(3, 7)."""
+
+    cluster: int
+    proc: int
+
+
+class _LineError(Exception):
+    """Internal: what is wrong with one line; parse_records adds file and line number."""
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _check_token(token: str, what: str) -> None:
+    if not token:
+        raise _LineError(f"empty {what} (two spaces in a row?)")
+    if _BAD_TOKEN.search(token):
+        raise _LineError(f"{what} {token!r} contains whitespace or a NUL byte")
+
+
+def _check_key(key: str, good_keys: set[str]) -> None:
+    if key in good_keys:
+        return
+    _check_token(key, "key")
+    if not _KEY_RE.fullmatch(key):
+        raise _LineError(f"key {key!r} is not CLUSTER.PROC")
+    good_keys.add(key)
+
+
+def _parse_line(line: str, good_keys: set[str]) -> LogRecord:
+    op_text, _, body = line.partition(" ")
+    op = _OPS.get(op_text)
+    if op is None:
+        if not line:
+            raise _LineError("empty line")
+        if op_text.isascii() and op_text.isdigit():
+            raise _LineError(f"unknown op code {op_text}")
+        raise _LineError(f"expected an op code 101-107, found {op_text[:40]!r}")
+
+    if op == OP_SET_ATTRIBUTE:
+        parts = body.split(" ", 2)
+        if len(parts) < 3:
+            raise _LineError(f"{_OP_WHAT[op]} needs KEY NAME VALUE")
+        key, name, value = parts
+        _check_key(key, good_keys)
+        _check_token(name, "attribute name")
+        if not value.strip(_ASCII_WS):
+            raise _LineError(f"{_OP_WHAT[op]} of {name} has an empty value")
+        if "\x00" in value:
+            raise _LineError(f"{_OP_WHAT[op]} value contains a NUL byte")
+        return LogRecord(op, key, name, value)
+
+    if op == OP_BEGIN_TRANSACTION:
+        if body:
+            raise _LineError(f"unexpected text after {_OP_WHAT[op]}")
+        return LogRecord(op)
+
+    if op == OP_END_TRANSACTION:
+        if not body:
+            return LogRecord(op)
+        if body[0] != "#" or len(body) < 2:
+            raise _LineError(f"unexpected text after {_OP_WHAT[op]}")
+        if "\x00" in body:
+            raise _LineError(f"{_OP_WHAT[op]} comment contains a NUL byte")
+        return LogRecord(op, value=body[1:])
+
+    parts = body.split(" ") if body else []
+    if op == OP_NEW_CLASSAD:
+        if len(parts) != 3:
+            raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY MYTYPE TARGETTYPE")
+        _check_key(parts[0], good_keys)
+        _check_token(parts[1], "MyType")
+        _check_token(parts[2], "TargetType")
+        return LogRecord(op, parts[0], parts[1], parts[2])
+    if op == OP_DESTROY_CLASSAD:
+        if len(parts) != 1:
+            raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY")
+        _check_key(parts[0], good_keys)
+        return LogRecord(op, parts[0])
+    if op == OP_DELETE_ATTRIBUTE:
+        if len(parts) != 2:
+            raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY NAME")
+        _check_key(parts[0], good_keys)
+        _check_token(parts[1], "attribute name")
+        return LogRecord(op, parts[0], parts[1])
+    # OP_LOG_HISTORICAL_SEQUENCE_NUMBER
+    if len(parts) != 3:
+        raise _LineError(f"{_OP_WHAT[op]} needs exactly SEQ CreationTimestamp TIME")
+    seq, label, stamp = parts
+    _check_token(label, "label")
+    if not (_DIGITS.fullmatch(seq) and _DIGITS.fullmatch(stamp)):
+        raise _LineError(f"{_OP_WHAT[op]} sequence number and timestamp must be numbers")
+    return LogRecord(op, seq, label, stamp)
+
+
+def _snippet(line: str) -> str:
+    return repr(line if len(line) <= 80 else line[:77] + "...")
+
+
+def parse_records(text: str, source: str = "job_queue.log") -> list[LogRecord]:
+    """Every record of a log's text, transactions included, in order (one per line).
+
+    Raises JobQueueLogError naming ``source`` and the line for malformed lines, an empty
+    line in the middle, nested 105 and 106 without 105. A torn final write is dropped (see
+    the module docstring). Record i of the result is line i + 1 of the text.
+    """
+    lines = text.split("\n")  # not splitlines(): \r, \x85, U+2028 are part of values
+    unterminated = lines[-1] != ""
+    if not unterminated:
+        lines.pop()  # the empty remainder after the final newline
+    records: list[LogRecord] = []
+    append = records.append
+    good_keys: set[str] = set()  # keys already validated: most records repeat a key
+    open_txn = 0  # line number of the open 105, 0 when outside a transaction
+    last = len(lines)
+    for lineno, line in enumerate(lines, 1):
+        try:
+            record = _parse_line(line, good_keys)
+        except _LineError as exc:
+            if lineno == last and unterminated and (open_txn or "105 ".startswith(line)):
+                break  # a crash mid-append; the schedd drops this with its transaction
+            raise JobQueueLogError(f"{exc}: {_snippet(line)}", source=source, line=lineno) from None
+        op = record.op
+        if op == OP_BEGIN_TRANSACTION:
+            if open_txn:
+                raise JobQueueLogError(
+                    f"105 (begin transaction) inside the transaction begun at line {open_txn}",
+                    source=source,
+                    line=lineno,
+                )
+            open_txn = lineno
+        elif op == OP_END_TRANSACTION:
+            if not open_txn:
+                raise JobQueueLogError(
+                    "106 (end transaction) without a 105 (begin transaction)",
+                    source=source,
+                    line=lineno,
+                )
+            open_txn = 0
+        append(record)
+    return records
+
+
+# ---------------------------------------------------------------------------- formatting
+
+
+def _write_error(record: LogRecord, problem: str) -> JobQueueLogError:
+    what = _OP_WHAT.get(record.op, str(record.op))
+    where = f" for ad {record.key!r}" if record.key else ""
+    attr = f" attribute {record.name!r}" if record.op in (103, 104) else ""
+    return JobQueueLogError(f"cannot write {what}{where}{attr}: {problem}")
+
+
+def _w_token(record: LogRecord, token: str, what: str) -> None:
+    if not token or _BAD_TOKEN.search(token):
+        raise _write_error(record, f"{what} {token!r} is empty or contains whitespace/NUL")
+
+
+def _w_key(record: LogRecord) -> None:
+    if not _KEY_RE.fullmatch(record.key):
+        raise _write_error(record, "key is not CLUSTER.PROC")
+
+
+def format_record(record: LogRecord) -> str:
+    """The line for one record, without its newline, exactly as HTCondor writes it.
+
+    Raises JobQueueLogError for a record that would not read back as itself (a newline in
+    a value, whitespace in a key or name, an unknown op, ...).
+    """
+    op = record.op
+    if op == OP_SET_ATTRIBUTE:
+        _w_key(record)
+        _w_token(record, record.name, "attribute name")
+        value = record.value
+        if "\n" in value or "\x00" in value:
+            raise _write_error(record, "value contains a newline or NUL byte")
+        if not value.strip(_ASCII_WS):
+            raise _write_error(record, "value is empty")
+        return f"103 {record.key} {record.name} {value}"
+    if op == OP_NEW_CLASSAD:
+        _w_key(record)
+        _w_token(record, record.name, "MyType")
+        _w_token(record, record.value, "TargetType")
+        return f"101 {record.key} {record.name} {record.value}"
+    if op == OP_BEGIN_TRANSACTION:
+        return "105 "
+    if op == OP_END_TRANSACTION:
+        if not record.value:
+            return "106 "
+        if "\n" in record.value or "\x00" in record.value:
+            raise _write_error(record, "comment contains a newline or NUL byte")
+        return f"106 #{record.value}"
+    if op == OP_DESTROY_CLASSAD:
+        _w_key(record)
+        return f"102 {record.key}"
+    if op == OP_DELETE_ATTRIBUTE:
+        _w_key(record)
+        _w_token(record, record.name, "attribute name")
+        return f"104 {record.key} {record.name}"
+    if op == OP_LOG_HISTORICAL_SEQUENCE_NUMBER:
+        if not (_DIGITS.fullmatch(record.key) and _DIGITS.fullmatch(record.value)):
+            raise _write_error(record, "sequence number and timestamp must be numbers")
+        _w_token(record, record.name, "label")
+        return f"107 {record.key} {record.name} {record.value}"
+    raise _write_error(record, "unknown op code")
+
+
+def format_records(records: Iterable[LogRecord]) -> str:
+    """The text of a log: each record's line followed by a newline.
+
+    format_records(parse_records(t)) == t for any log text t written the way HTCondor writes.
+    """
+    return "".join([format_record(r) + "\n" for r in records])
+
+
+# ------------------------------------------------------------------------------- replay
+
+
+def replay(records: Iterable[LogRecord], source: str = "job_queue.log") -> dict[str, Ad]:
+    """Play the records the way the schedd does on startup: key -> Ad, insertion ordered.
+
+    Transactions apply at their 106; an unfinished final transaction is dropped; destroyed
+    ads are absent. Errors name "<source> line N" where N is the record's 1-based position,
+    which is its line number when the records came from parse_records.
+    """
+    ads: dict[str, Ad] = {}
+    folded: dict[str, dict[str, str]] = {}  # key -> folded attr name -> stored spelling
+    live: dict[tuple[int, int], str] = {}  # (cluster, proc) -> key spelling of the live ad
+    numbers: dict[str, tuple[int, int]] = {}  # key spelling -> (cluster, proc), a cache
+    pending: list[tuple[int, LogRecord]] | None = None
+    begun = 0
+
+    def fail(lineno: int, message: str) -> JobQueueLogError:
+        return JobQueueLogError(message, source=source, line=lineno)
+
+    def ident(lineno: int, key: str) -> tuple[int, int]:
+        found = numbers.get(key)
+        if found is None:
+            m = _KEY_RE.fullmatch(key)
+            if m is None:
+                raise fail(lineno, f"key {key!r} is not CLUSTER.PROC")
+            found = numbers[key] = (int(m.group(1)), int(m.group(2)))
+        return found
+
+    def apply(lineno: int, rec: LogRecord) -> None:
+        op = rec.op
+        key = rec.key
+        if op == OP_SET_ATTRIBUTE:
+            spelling = live.get(ident(lineno, key))
+            if spelling is None:
+                raise fail(lineno, f"103 sets {rec.name} on ad {key}, which does not exist")
+            names = folded[spelling]
+            lname = _fold(rec.name)
+            stored = names.get(lname)
+            if stored is None:
+                names[lname] = stored = rec.name
+            ads[spelling].attrs[stored] = rec.value
+        elif op == OP_NEW_CLASSAD:
+            num = ident(lineno, key)
+            if num in live:
+                raise fail(lineno, f"101 creates ad {key}, which already exists")
+            live[num] = key
+            ads[key] = Ad(key, rec.name, rec.value, {})
+            folded[key] = {}
+        elif op == OP_DELETE_ATTRIBUTE:
+            spelling = live.get(ident(lineno, key))
+            if spelling is None:
+                raise fail(lineno, f"104 deletes {rec.name} from ad {key}, which does not exist")
+            stored = folded[spelling].pop(_fold(rec.name), None)
+            if stored is not None:  # deleting an absent attribute is a no-op, as in HTCondor
+                del ads[spelling].attrs[stored]
+        elif op == OP_DESTROY_CLASSAD:
+            spelling = live.pop(ident(lineno, key), None)
+            if spelling is None:
+                raise fail(lineno, f"102 destroys ad {key}, which does not exist")
+            del ads[spelling]
+            del folded[spelling]
+        else:
+            raise fail(lineno, f"unknown op code {op}")
+
+    for lineno, rec in enumerate(records, 1):
+        op = rec.op
+        if op == OP_BEGIN_TRANSACTION:
+            if pending is not None:
+                raise fail(lineno, f"105 (begin transaction) inside the one begun at line {begun}")
+            pending = []
+            begun = lineno
+        elif op == OP_END_TRANSACTION:
+            if pending is None:
+                raise fail(lineno, "106 (end transaction) without a 105 (begin transaction)")
+            for item in pending:
+                apply(*item)
+            pending = None
+        elif op == OP_LOG_HISTORICAL_SEQUENCE_NUMBER:
+            continue  # metadata about the file, not about any ad
+        elif pending is not None:
+            pending.append((lineno, rec))
+        else:
+            apply(lineno, rec)
+    # An unfinished final transaction (pending is not None) is dropped, as the schedd does.
+    return ads
+
+
+# ---------------------------------------------------------------------------------- files
+
+
+def _read_text(path: str | os.PathLike[str]) -> str:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    # bytes, not text mode: text mode would turn "\r\n" into "\n" and lose bytes
+    return data.decode("utf-8", "surrogateescape")
+
+
+def read_records(path: str | os.PathLike[str]) -> list[LogRecord]:
+    """parse_records() of a file; errors name the file and line."""
+    return parse_records(_read_text(path), source=os.fspath(path))
+
+
+def read_log(path: str | os.PathLike[str]) -> dict[str, Ad]:
+    """The ads a schedd would load from this file: replay(read_records(path))."""
+    source = os.fspath(path)
+    return replay(parse_records(_read_text(path), source=source), source=source)
+
+
+def records_for_ads(
+    ads: Mapping[str, Ad], seq: int = 1, timestamp: int | None = None
+) -> list[LogRecord]:
+    """A compact log holding exactly ``ads``: 107, then 105, each ad as 101 + 103s, then 106.
+
+    (HTCondor's own compaction writes the same records without the 105/106 pair; wrapping
+    them in one transaction loads identically and makes a torn copy load as nothing.)
+
+    ``timestamp`` (the log's CreationTimestamp) defaults to now. An empty MyType/TargetType
+    is written as "(empty)", as HTCondor does. Raises JobQueueLogError for ads that would
+    not read back as themselves (mismatched key, two keys naming the same ad, an attribute
+    set twice under different capitalisation); bad tokens are caught by format_record().
+    """
+    if timestamp is None:
+        timestamp = int(time.time())
+    if seq < 0 or timestamp < 0:
+        raise JobQueueLogError("sequence number and timestamp must not be negative")
+    out = [
+        LogRecord(OP_LOG_HISTORICAL_SEQUENCE_NUMBER, str(seq), "CreationTimestamp", str(timestamp)),
+        LogRecord(OP_BEGIN_TRANSACTION),
+    ]
+    append = out.append
+    seen: dict[JobKey, str] = {}
+    for key, ad in ads.items():
+        if ad.key != key:
+            raise JobQueueLogError(f"ad stored under key {key!r} says its key is {ad.key!r}")
+        num = parse_key(key)
+        if num in seen:
+            raise JobQueueLogError(f"keys {seen[num]!r} and {key!r} name the same ad")
+        seen[num] = key
+        my_type = ad.my_type or EMPTY_TYPE_NAME
+        append(LogRecord(OP_NEW_CLASSAD, key, my_type, ad.target_type or EMPTY_TYPE_NAME))
+        names: set[str] = set()
+        for name, value in ad.attrs.items():
+            lname = _fold(name)
+            if lname in names:
+                raise JobQueueLogError(f"ad {key} sets attribute {name} twice (names ignore case)")
+            names.add(lname)
+            append(LogRecord(OP_SET_ATTRIBUTE, key, name, value))
+    append(LogRecord(OP_END_TRANSACTION))
+    return out
+
+
+def write_log(
+    path: str | os.PathLike[str],
+    ads: Mapping[str, Ad],
+    seq: int = 1,
+    timestamp: int | None = None,
+) -> None:
+    """Write records_for_ads(ads) to ``path`` atomically, mode 0600.
+
+    Temp file in the same directory, fsync, os.replace, fsync of the directory: a reader
+    (or a schedd starting up) sees the old file or the new one, never a half-written one.
+    """
+    text = format_records(records_for_ads(ads, seq=seq, timestamp=timestamp))
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise JobQueueLogError(f"cannot encode the log as UTF-8: {exc.reason}") from None
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(
+        prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory
+    )
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)  # as the schedd creates it: ads can hold secrets
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the data is already synced
+    finally:
+        os.close(dir_fd)
+
+
+# ----------------------------------------------------------------------------------- keys
+
+
+def parse_key(key: str) -> JobKey:
+    """``"01.-1"`` -> JobKey(1, -1); raises JobQueueLogError if ``key`` is not CLUSTER.PROC."""
+    m = _KEY_RE.fullmatch(key) if isinstance(key, str) else None
+    if m is None:
+        raise JobQueueLogError(f"not a job queue key (CLUSTER.PROC): {key!r}")
+    return JobKey(int(m.group(1)), int(m.group(2)))
+
+
+def _kind(num: JobKey) -> str | None:
+    cluster, proc = num.cluster, num.proc
+    if cluster == 0:
+        return "header" if proc == 0 else "user" if proc > 0 else None
+    if proc >= 0:
+        return "proc"
+    return {-1: "cluster", -2: "cluster_private", -100: "jobset"}.get(proc)
+
+
+def key_kind(key: str) -> str:
+    """One of "header", "cluster", "proc", "cluster_private", "jobset", "user"."""
+    kind = _kind(parse_key(key))
+    if kind is None:
+        raise JobQueueLogError(f"key {key!r} is not a kind of ad the schedd stores")
+    return kind
+
+
+def cluster_key(cluster: int) -> str:
+    """The key HTCondor writes for a cluster ad: cluster_key(12) == "012.-1"."""
+    if cluster < 1:
+        raise JobQueueLogError(f"cluster ids start at 1, not {cluster}")
+    return f"0{cluster}.-1"
+
+
+def proc_key(cluster: int, proc: int) -> str:
+    """The key of a proc (or other per-cluster) ad: proc_key(12, 3) == "12.3"."""
+    if cluster < 0:
+        raise JobQueueLogError(f"cluster ids are never negative, not {cluster}")
+    return f"{cluster}.{proc}"
+
+
+# -------------------------------------------------------------------------------- summary
+
+
+def _string_literal(text: str) -> str | None:
+    """The value of a ClassAd string literal, or None if ``text`` is not exactly one.
+
+    job_queue.log holds OLD ClassAd syntax (the schedd parses values with
+    ParseClassAdRvalExpr in old-ClassAd mode): a backslash is an ordinary character, except
+    that \\" is a literal quote, and a backslash right before the final quote is just a
+    backslash. So ``"a \\"b\\" \\\\ c"`` is the string ``a "b" \\\\ c``.
+    """
+    s = text.lstrip(_ASCII_WS)
+    if not s.startswith('"'):
+        return None
+    parts: list[str] = []
+    start = pos = 1
+    n = len(s)
+    while True:
+        j = s.find('"', pos)
+        if j < 0:
+            return None  # unterminated
+        if j > start and s[j - 1] == "\\" and j + 1 < n:
+            parts.append(s[start : j - 1])
+            parts.append('"')
+            start = pos = j + 1
+            continue
+        parts.append(s[start:j])
+        # anything but blanks after the closing quote makes it an expression ("a" + "b")
+        return None if s[j + 1 :].strip(_ASCII_WS) else "".join(parts)
+
+
+def _display(expr: str | None) -> Any:
+    """A value a person wants to see: int for integer literals, text for string literals,
+    otherwise the expression text itself."""
+    if expr is None:
+        return None
+    text = expr.strip(_ASCII_WS)
+    if _INT_RE.fullmatch(text):
+        return int(text)
+    literal = _string_literal(text)
+    return text if literal is None else literal
+
+
+_PROC_FIELDS = (
+    ("owner", "owner"),
+    ("cmd", "cmd"),
+    ("iwd", "iwd"),
+    ("managed", "managed"),
+    ("managedmanager", "managed_manager"),
+    ("exitcode", "exit_code"),
+    ("qdate", "qdate"),
+)
+
+
+def _args(attrs: dict[str, str]) -> str | None:
+    # "Arguments" is the current (V2) syntax; "Args" the old one. Both may exist.
+    value = attrs.get("arguments")
+    return value if value is not None else attrs.get("args")
+
+
+def queue_summary(ads: Mapping[str, Ad]) -> dict[str, Any]:
+    """Clusters and procs with the attributes that matter to a person.
+
+    A proc's attribute is its own value, else its cluster ad's (the schedd chains proc ads
+    to their cluster ad). Values are decoded when they are plain literals (``"/bin/echo"``
+    -> ``/bin/echo``, ``2`` -> 2) and left as expression text otherwise. Keys that are not
+    clusters or procs (header, users, jobsets, cluster-private ads) are only counted.
+    """
+    cluster_attrs: dict[int, dict[str, str]] = {}
+    cluster_keys: dict[int, str] = {}
+    procs: dict[int, list[tuple[int, str, dict[str, str]]]] = {}
+    other = 0
+    for key, ad in ads.items():
+        m = _KEY_RE.fullmatch(key)
+        kind = _kind(JobKey(int(m.group(1)), int(m.group(2)))) if m else None
+        if m is None or kind not in ("cluster", "proc"):
+            other += 1
+            continue
+        cluster = int(m.group(1))
+        lowered = {_fold(k): v for k, v in ad.attrs.items()}
+        if kind == "cluster":
+            cluster_attrs[cluster] = lowered
+            cluster_keys[cluster] = key
+        else:
+            procs.setdefault(cluster, []).append((int(m.group(2)), key, lowered))
+
+    status_counts: dict[str, int] = {}
+    clusters_out: list[dict[str, Any]] = []
+    total_procs = 0
+    for cluster in sorted(set(cluster_attrs) | set(procs)):
+        base = cluster_attrs.get(cluster, {})
+        proc_rows: list[dict[str, Any]] = []
+        for proc, key, attrs in sorted(procs.get(cluster, [])):
+            own = {**base, **attrs}  # the proc's value wins over its cluster ad's
+            status_num = _display(own.get("jobstatus"))
+            if isinstance(status_num, int):
+                status = JOB_STATUS_NAMES.get(status_num, f"Unknown ({status_num})")
+            else:
+                status = "Unknown" if status_num is None else str(status_num)
+            status_counts[status] = status_counts.get(status, 0) + 1
+            row: dict[str, Any] = {
+                "id": f"{cluster}.{proc}",
+                "key": key,
+                "cluster": cluster,
+                "proc": proc,
+                "job_status": status_num,
+                "status": status,
+            }
+            for attr, out_name in _PROC_FIELDS:
+                row[out_name] = _display(own.get(attr))
+            row["args"] = _display(_args(own))
+            proc_rows.append(row)
+        total_procs += len(proc_rows)
+        clusters_out.append(
+            {
+                "cluster": cluster,
+                "key": cluster_keys.get(cluster),
+                "num_procs": len(proc_rows),
+                "owner": _display(base.get("owner")),
+                "cmd": _display(base.get("cmd")),
+                "iwd": _display(base.get("iwd")),
+                "args": _display(_args(base)),
+                "qdate": _display(base.get("qdate")),
+                "procs": proc_rows,
+            }
+        )
+    return {
+        "num_clusters": len(clusters_out),
+        "num_procs": total_procs,
+        "num_other_ads": other,
+        "status_counts": status_counts,
+        "clusters": clusters_out,
+    }

@@ -1,0 +1,211 @@
+"""The ledger: every export, its phase, its jobs and every step taken, in SQLite.
+
+Steps are recorded before they act ("started") and after ("done"), so a command that
+crashed mid-step can be found and finished or rolled back by the next `sync`.
+The database lives in $LUMBERJACK_STATE_DIR (default: the XDG state dir).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lumberjack.errors import BadInput, Busy
+
+PHASES = (
+    "selected", "exporting", "exported", "shipped", "launched", "running", "finished",
+    "fetched", "imported", "cleaned", "failed", "unexported",
+)  # fmt: skip
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS exports (
+    name TEXT PRIMARY KEY,
+    site TEXT,
+    phase TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    bundle_dir TEXT NOT NULL,
+    remote_spool TEXT NOT NULL,
+    owner TEXT,
+    clusters TEXT NOT NULL,
+    jobs TEXT NOT NULL,
+    info TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS steps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    export TEXT NOT NULL REFERENCES exports(name),
+    step TEXT NOT NULL,
+    status TEXT NOT NULL,
+    time REAL NOT NULL,
+    message TEXT NOT NULL DEFAULT ''
+);
+"""
+
+
+def state_dir() -> Path:
+    explicit = os.environ.get("LUMBERJACK_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "condor-lumberjack"
+
+
+@dataclass
+class ExportRecord:
+    name: str
+    site: str | None
+    phase: str
+    created: float
+    updated: float
+    bundle_dir: Path
+    remote_spool: str
+    owner: str | None
+    clusters: list[int]
+    jobs: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "site": self.site,
+            "phase": self.phase,
+            "created": self.created,
+            "updated": self.updated,
+            "bundle_dir": str(self.bundle_dir),
+            "remote_spool": self.remote_spool,
+            "owner": self.owner,
+            "clusters": self.clusters,
+            "jobs": self.jobs,
+            "info": self.info,
+        }
+
+
+def check_name(name: str) -> str:
+    if not NAME_PATTERN.match(name):
+        raise BadInput(
+            f"export name {name!r} is not valid; use letters, digits, '.', '_' or '-' "
+            "(at most 64, starting with a letter or digit)"
+        )
+    return name
+
+
+class Ledger:
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or state_dir()
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path = self.directory / "ledger.sqlite"
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def bundles_dir(self) -> Path:
+        return self.directory / "bundles"
+
+    def create(
+        self,
+        name: str,
+        *,
+        site: str | None,
+        bundle_dir: Path,
+        remote_spool: str,
+        owner: str | None,
+        clusters: list[int],
+        jobs: list[str],
+        info: dict[str, Any] | None = None,
+    ) -> ExportRecord:
+        check_name(name)
+        now = time.time()
+        try:
+            self._db.execute(
+                "INSERT INTO exports VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    name, site, "selected", now, now, str(bundle_dir), remote_spool, owner,
+                    json.dumps(clusters), json.dumps(jobs), json.dumps(info or {}),
+                ),
+            )  # fmt: skip
+        except sqlite3.IntegrityError as exc:
+            raise BadInput(
+                f"an export named {name!r} already exists; choose another --name"
+            ) from exc
+        return self.get(name)
+
+    def get(self, name: str) -> ExportRecord:
+        row = self._db.execute("SELECT * FROM exports WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            known = ", ".join(r.name for r in self.list()[-10:]) or "none"
+            raise BadInput(f"no export named {name!r}; known exports: {known}")
+        return _record(row)
+
+    def find(self, name: str) -> ExportRecord | None:
+        row = self._db.execute("SELECT * FROM exports WHERE name = ?", (name,)).fetchone()
+        return _record(row) if row else None
+
+    def list(self) -> list[ExportRecord]:
+        rows = self._db.execute("SELECT * FROM exports ORDER BY created").fetchall()
+        return [_record(row) for row in rows]
+
+    def set_phase(self, name: str, phase: str, message: str = "") -> None:
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase}")
+        self._db.execute(
+            "UPDATE exports SET phase = ?, updated = ? WHERE name = ?", (phase, time.time(), name)
+        )
+        self.step(name, f"phase:{phase}", "done", message)
+
+    def update_info(self, name: str, **values: Any) -> None:
+        record = self.get(name)
+        record.info.update(values)
+        self._db.execute(
+            "UPDATE exports SET info = ?, updated = ? WHERE name = ?",
+            (json.dumps(record.info), time.time(), name),
+        )
+
+    def step(self, name: str, step: str, status: str, message: str = "") -> None:
+        self._db.execute(
+            "INSERT INTO steps (export, step, status, time, message) VALUES (?,?,?,?,?)",
+            (name, step, status, time.time(), message),
+        )
+
+    def steps(self, name: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT step, status, time, message FROM steps WHERE export = ? ORDER BY id", (name,)
+        ).fetchall()
+        return [{"step": s, "status": st, "time": t, "message": m} for s, st, t, m in rows]
+
+    def delete(self, name: str) -> None:
+        self._db.execute("DELETE FROM steps WHERE export = ?", (name,))
+        self._db.execute("DELETE FROM exports WHERE name = ?", (name,))
+
+    @contextmanager
+    def lock(self, name: str, wait: bool = False) -> Iterator[None]:
+        """Hold the export's lock: one lumberjack process acts on an export at a time."""
+        locks = self.directory / "locks"
+        locks.mkdir(exist_ok=True)
+        with open(locks / f"{name}.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError as exc:
+                raise Busy(f"export {name!r} is being worked on by another lumberjack") from exc
+            yield
+
+
+def _record(row: tuple) -> ExportRecord:
+    name, site, phase, created, updated, bundle, spool, owner, clusters, jobs, info = row
+    return ExportRecord(
+        name, site, phase, created, updated, Path(bundle), spool, owner,
+        json.loads(clusters), json.loads(jobs), json.loads(info),
+    )  # fmt: skip

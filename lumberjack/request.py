@@ -1,0 +1,606 @@
+"""Resource requests: how many nodes, cores, memory, GPUs and how much walltime the pilots
+ask for, checked against a site profile before anyone logs in.
+
+Where each value comes from, first match wins:
+1. the flag (`--nodes`, `--cores`, `--memory`, `--gpus`, `--walltime`, `--queue`,
+   `--allocation`, `--pilots`);
+2. walltime only: a suggestion from the jobs' own runtimes (below);
+3. the profile's `[defaults]`, cut down to the chosen queue's limit when the queue is
+   smaller (a flag beyond a limit is an error instead);
+4. the queue: on a whole-node queue, cores, memory and GPUs default to the full node;
+   walltime defaults to the queue's maximum;
+5. otherwise 1 node, 1 core, 1 GB per core, no GPUs, 1 pilot.
+
+Pilots: `--nodes` is the total; `--pilots P` splits it into P batch jobs of nodes/P
+nodes each, so nodes must be a multiple of P. A queue's node limits apply to each
+pilot, since each pilot is one batch job.
+
+Walltime suggestion: when no `--walltime` is given and the caller passes the jobs'
+runtimes (RequestRuntime, MaxRuntime, JobDurationLimit... in seconds), the walltime is
+the longest runtime plus `WALLTIME_MARGIN_S` (10 minutes: 5 for the pilot to start its
+startds and the job to be matched, 5 for output transfer and shutdown), rounded up to a
+whole minute and capped at the queue's maximum. A job longer than the queue's maximum,
+or than an explicit `--walltime`, can never finish there: that is an error.
+
+Retirement (`retire_before_end_s`): the startds stop accepting new jobs this long
+before the walltime ends, so that a job started just before can still finish:
+- runtimes known: the longest runtime + `SHUTDOWN_MARGIN_S` (5 minutes), but never
+  leaving less than a minute of acceptance, and never less than the longest runtime;
+- unknown: 10% of the walltime, at least 2 minutes and at most 30 minutes (and at most
+  half the walltime).
+
+Units: walltime as "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "2h", "90m", "45s", "1d12h" or a
+plain number of minutes (as sbatch reads it); memory as "4GB", "4000MB", "4G", "1.5T"
+or a plain number of MB, in binary units as Slurm counts them (1 GB = 1024 MB).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
+
+from lumberjack.batch import PilotSpec
+from lumberjack.errors import BadInput
+
+if TYPE_CHECKING:
+    from lumberjack.sites import Queue, SiteProfile
+
+WALLTIME_MARGIN_S = 600
+SHUTDOWN_MARGIN_S = 300
+MIN_ACCEPT_S = 60
+DEFAULT_MEMORY_PER_CORE_MB = 1024
+
+_ALLOCATION = re.compile(r"^[A-Za-z0-9_.@+:-]+$")
+
+
+class JobRuntime(NamedTuple):
+    """A job's expected runtime and where it came from, for precise error messages."""
+
+    seconds: int
+    job: str = ""  # e.g. "12.0"
+    attribute: str = ""  # e.g. "MaxRuntime"
+
+    def describe(self) -> str:
+        who = f"job {self.job}" if self.job else "a job"
+        what = f" ({self.attribute})" if self.attribute else ""
+        return f"{who} asks for {format_walltime(self.seconds)}{what}"
+
+
+RuntimeLike = Union[int, JobRuntime]
+
+
+@dataclass(frozen=True)
+class ResourceRequest:
+    """What the pilots of one export ask the batch system for (per node where it says)."""
+
+    site: str
+    queue: str
+    nodes: int  # total over all pilots
+    cores_per_node: int
+    memory_per_node_mb: int
+    gpus_per_node: int
+    walltime_s: int
+    allocation: str | None
+    pilots: int = 1
+    max_job_runtime_s: int | None = None  # longest known job runtime, for retirement
+    # (value name, where it came from) pairs for the report; not part of equality
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    @property
+    def nodes_per_pilot(self) -> int:
+        return self.nodes // self.pilots
+
+    def origin(self, name: str) -> str:
+        return dict(self.origins).get(name, "")
+
+
+# ---- units ---------------------------------------------------------------------------
+
+_HMS = re.compile(r"^(?:(\d+)-)?(\d+):(\d{1,2})(?::(\d{1,2}))?$")
+_UNITS = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])", re.IGNORECASE)
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]I?B?)?$", re.IGNORECASE)
+_MEMORY_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+_STRICT_HMS = re.compile(r"^(\d+):([0-5]\d):([0-5]\d)$")
+
+
+def parse_walltime(text: str) -> int:
+    """Seconds from "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "2h", "90m", "1d12h" or minutes.
+
+    Raises ValueError with a short reason; callers add the flag or key.
+    """
+    value = str(text).strip().lower()
+    if not value:
+        raise ValueError("is empty")
+    if value.isdigit():
+        return int(value) * 60
+    match = _HMS.match(value)
+    if match:
+        days, first, second, third = match.groups()
+        if third is None:  # MM:SS, or D-HH:MM
+            if days is not None:
+                hours, minutes, seconds = int(first), int(second), 0
+            else:
+                hours, minutes, seconds = 0, int(first), int(second)
+        else:
+            hours, minutes, seconds = int(first), int(second), int(third)
+        if minutes > 59 or seconds > 59:
+            raise ValueError("has minutes or seconds above 59")
+        return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
+    parts = _UNITS.findall(value)
+    if parts and "".join(f"{n}{u}" for n, u in parts) == value.replace(" ", ""):
+        total = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+        return int(math.ceil(total))
+    raise ValueError('is not a duration; write e.g. "02:00:00", "90m", "2h" or "1d12h"')
+
+
+def parse_hhmmss(text: str) -> int:
+    """Seconds from a strict "HH:MM:SS" (hours may pass 24); ValueError otherwise."""
+    match = _STRICT_HMS.match(str(text).strip())
+    if not match:
+        raise ValueError("is not HH:MM:SS")
+    hours, minutes, seconds = (int(part) for part in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def parse_memory(text: str | int, *, unit_required: bool = False) -> int:
+    """MB from "4GB", "4000MB", "4G", "1.5T", "512MiB" or a plain number of MB."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if unit_required:
+            raise ValueError("has no unit")
+        return text
+    value = str(text).strip()
+    match = _MEMORY.match(value)
+    if not match:
+        raise ValueError('is not a memory size; write e.g. "4GB" or "4000MB"')
+    number, unit = match.groups()
+    if unit is None:
+        if unit_required:
+            raise ValueError("has no unit")
+        return int(math.ceil(float(number)))
+    return int(math.ceil(float(number) * _MEMORY_MB[unit[0].upper()]))
+
+
+def format_walltime(seconds: int) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def format_memory(mb: int) -> str:
+    if mb and mb % (1024 * 1024) == 0:
+        return f"{mb // (1024 * 1024)}TB"
+    if mb and mb % 1024 == 0:
+        return f"{mb // 1024}GB"
+    return f"{mb}MB"
+
+
+# ---- building and checking a request -------------------------------------------------
+
+
+def build_request(
+    profile: SiteProfile,
+    *,
+    nodes: int | None = None,
+    cores: int | None = None,
+    memory: str | int | None = None,
+    gpus: int | None = None,
+    walltime: str | int | None = None,
+    queue: str | None = None,
+    allocation: str | None = None,
+    pilots: int | None = None,
+    job_runtimes_s: Sequence[RuntimeLike] = (),
+) -> ResourceRequest:
+    """Fill a request from flags, job runtimes and the profile, and check it against the
+    chosen queue. `walltime` may be seconds (int) or any form `parse_walltime` reads.
+    Raises BadInput naming the flag, the limit and a way out."""
+    site = profile.name
+    origins: dict[str, str] = {}
+    defaults = profile.defaults
+
+    # queue
+    if queue is not None:
+        chosen = _queue_from_flag(profile, queue)
+        origins["queue"] = "--queue"
+    else:
+        chosen = profile.default_queue
+        origins["queue"] = "profile default"
+
+    # pilots and nodes
+    pilot_count = _positive("--pilots", pilots) if pilots is not None else 1
+    origins["pilots"] = "--pilots" if pilots is not None else "default"
+    if nodes is not None:
+        total_nodes = _positive("--nodes", nodes)
+        origins["nodes"] = "--nodes"
+    elif defaults.nodes is not None:
+        per_pilot = min(max(defaults.nodes, chosen.min_nodes), chosen.max_nodes)
+        total_nodes = per_pilot * pilot_count
+        origins["nodes"] = _clipped("profile default", defaults.nodes != per_pilot, chosen)
+    else:
+        total_nodes = chosen.min_nodes * pilot_count
+        origins["nodes"] = "queue minimum" if chosen.min_nodes > 1 else "default"
+    if pilot_count > total_nodes or total_nodes % pilot_count:
+        raise BadInput(_split_message(total_nodes, pilot_count))
+    _check_nodes(profile, chosen, total_nodes, pilot_count, origins["nodes"] == "--nodes")
+
+    # cores, memory, gpus per node
+    cores_per_node = _per_node(
+        "cores", "--cores", cores, defaults.cores, chosen.cores_per_node, chosen, 1, origins
+    )
+    if memory is not None:
+        try:
+            memory_mb = parse_memory(memory)
+        except ValueError as exc:
+            raise BadInput(f"--memory {memory} {exc}") from None
+        if memory_mb <= 0:
+            raise BadInput(f"--memory {memory} must be more than 0")
+        memory_flag: int | None = memory_mb
+    else:
+        memory_flag = None
+    memory_fallback = min(cores_per_node * DEFAULT_MEMORY_PER_CORE_MB, chosen.memory_per_node_mb)
+    memory_per_node = _per_node(
+        "memory",
+        "--memory",
+        memory_flag,
+        defaults.memory_mb,
+        chosen.memory_per_node_mb,
+        chosen,
+        memory_fallback,
+        origins,
+    )
+    gpus_per_node = _per_node(
+        "gpus", "--gpus", gpus, defaults.gpus, chosen.gpus_per_node, chosen, 0, origins, zero=True
+    )
+    for flag, value, limit, unit in (
+        ("--cores", cores_per_node, chosen.cores_per_node, "cores per node"),
+        ("--memory", memory_per_node, chosen.memory_per_node_mb, "per node"),
+        ("--gpus", gpus_per_node, chosen.gpus_per_node, "GPUs per node"),
+    ):
+        if value > limit:
+            raise BadInput(_limit_message(profile, chosen, flag, value, limit, unit))
+
+    # job runtimes and walltime
+    runtimes = [_as_runtime(item) for item in job_runtimes_s]
+    longest = max(runtimes, key=lambda item: item.seconds) if runtimes else None
+    if longest is not None and longest.seconds > chosen.max_walltime_s:
+        raise BadInput(_runtime_message(profile, chosen, longest))
+    if walltime is not None:
+        walltime_s = _walltime_flag(walltime)
+        origins["walltime"] = "--walltime"
+        if walltime_s > chosen.max_walltime_s:
+            raise BadInput(_limit_message(profile, chosen, "--walltime", walltime_s, 0, ""))
+        if longest is not None and longest.seconds > walltime_s:
+            raise BadInput(
+                f"--walltime {format_walltime(walltime_s)} is shorter than the longest job: "
+                f"{longest.describe()}; use --walltime "
+                f"{format_walltime(_suggest(longest.seconds, chosen))} or more"
+            )
+    elif longest is not None:
+        walltime_s = _suggest(longest.seconds, chosen)
+        capped = walltime_s == chosen.max_walltime_s
+        origins["walltime"] = (
+            f"longest job {format_walltime(longest.seconds)} + "
+            f"{WALLTIME_MARGIN_S // 60} min margin"
+            + (", capped at the queue maximum" if capped else "")
+        )
+    elif defaults.walltime_s is not None:
+        walltime_s = min(defaults.walltime_s, chosen.max_walltime_s)
+        origins["walltime"] = _clipped("profile default", walltime_s != defaults.walltime_s, chosen)
+    else:
+        walltime_s = chosen.max_walltime_s
+        origins["walltime"] = "queue maximum"
+
+    # allocation
+    if allocation is not None:
+        charged: str | None = allocation.strip()
+        origins["allocation"] = "--allocation"
+    elif defaults.allocation is not None:
+        charged = defaults.allocation
+        origins["allocation"] = "profile default"
+    else:
+        charged = None
+        origins["allocation"] = "none given"
+    if charged is not None and not _ALLOCATION.match(charged):
+        raise BadInput(
+            f"--allocation {charged!r} has characters a batch directive cannot hold; "
+            "use the project name as the centre spells it (e.g. m1234)"
+        )
+    if profile.allocation_required and not charged:
+        raise BadInput(
+            f'site "{site}" charges every job to an allocation (project); '
+            "use --allocation NAME with your project's name"
+        )
+
+    return ResourceRequest(
+        site=site,
+        queue=chosen.name,
+        nodes=total_nodes,
+        cores_per_node=cores_per_node,
+        memory_per_node_mb=memory_per_node,
+        gpus_per_node=gpus_per_node,
+        walltime_s=walltime_s,
+        allocation=charged or None,
+        pilots=pilot_count,
+        max_job_runtime_s=longest.seconds if longest is not None else None,
+        origins=tuple(origins.items()),
+    )
+
+
+def retire_before_end_s(request: ResourceRequest) -> int:
+    """Seconds before the walltime ends when the startds stop accepting new jobs."""
+    walltime = request.walltime_s
+    runtime = request.max_job_runtime_s
+    if runtime:
+        wanted = min(runtime + SHUTDOWN_MARGIN_S, walltime - MIN_ACCEPT_S)
+        return max(min(runtime, walltime), wanted)
+    return min(max(walltime // 10, 120), 1800, walltime // 2)
+
+
+def pilot_spec(
+    request: ResourceRequest,
+    profile: SiteProfile,
+    *,
+    name: str,
+    node_command: str,
+    retire_command: str,
+    output_dir: str,
+    env: dict[str, str] | None = None,
+) -> PilotSpec:
+    """The PilotSpec of one pilot of this request (each pilot gets nodes/pilots nodes)."""
+    queue = profile.queue(request.queue)
+    return PilotSpec(
+        name=name,
+        nodes=request.nodes_per_pilot,
+        cores_per_node=request.cores_per_node,
+        memory_per_node_mb=request.memory_per_node_mb,
+        gpus_per_node=request.gpus_per_node,
+        walltime_s=request.walltime_s,
+        node_command=node_command,
+        retire_command=retire_command,
+        retire_s=retire_before_end_s(request),
+        output_dir=output_dir,
+        queue=queue.batch_queue,
+        allocation=request.allocation,
+        extra_directives=[*profile.batch.extra_directives, *queue.directives],
+        setup_lines=list(profile.batch.setup),
+        env=dict(env or {}),
+        whole_node=queue.whole_node,
+        launcher=profile.batch.launcher,
+        chunk_resources=list(profile.batch.chunk_resources),
+    )
+
+
+# ---- the report ----------------------------------------------------------------------
+
+_FLAGS = {
+    "queue": "--queue",
+    "nodes": "--nodes",
+    "pilots": "--pilots",
+    "cores": "--cores",
+    "memory": "--memory",
+    "gpus": "--gpus",
+    "walltime": "--walltime",
+    "allocation": "--allocation",
+}
+
+
+def report_lines(request: ResourceRequest, profile: SiteProfile) -> list[str]:
+    """A short human report: each value, where it came from and the flag that changes it."""
+    queue = profile.queue(request.queue)
+    per_pilot = request.nodes_per_pilot
+    values = {
+        "queue": request.queue + (" (whole nodes)" if queue.whole_node else ""),
+        "nodes": str(request.nodes),
+        "pilots": f"{request.pilots} ({per_pilot} node{'s' if per_pilot != 1 else ''} each)",
+        "cores": f"{request.cores_per_node} per node",
+        "memory": f"{format_memory(request.memory_per_node_mb)} per node",
+        "gpus": f"{request.gpus_per_node} per node",
+        "walltime": format_walltime(request.walltime_s),
+        "allocation": request.allocation or "-",
+    }
+    lines = [f"{'site':<12} {profile.name}   ({profile.system}; {profile.login_host})"]
+    width = max(len(value) for value in values.values())
+    for key, value in values.items():
+        origin = request.origin(key) or "default"
+        flag = _FLAGS[key]
+        where = f"from {flag}" if origin == flag else f"{origin}; change with {flag}"
+        lines.append(f"{key:<12} {value:<{width}}   ({where})")
+    retire = retire_before_end_s(request)
+    lines.append(
+        f"{'retire':<12} {format_walltime(retire):<{width}}   "
+        "(before the end, the startds stop accepting new jobs)"
+    )
+    return lines
+
+
+def report_dict(request: ResourceRequest, profile: SiteProfile) -> dict[str, Any]:
+    """The same report as data, for --json."""
+    return {
+        "site": request.site,
+        "queue": request.queue,
+        "batch_queue": profile.queue(request.queue).batch_queue,
+        "nodes": request.nodes,
+        "pilots": request.pilots,
+        "nodes_per_pilot": request.nodes_per_pilot,
+        "cores_per_node": request.cores_per_node,
+        "memory_per_node_mb": request.memory_per_node_mb,
+        "gpus_per_node": request.gpus_per_node,
+        "walltime": format_walltime(request.walltime_s),
+        "walltime_s": request.walltime_s,
+        "allocation": request.allocation,
+        "max_job_runtime_s": request.max_job_runtime_s,
+        "retire_before_end_s": retire_before_end_s(request),
+        "origins": dict(request.origins),
+    }
+
+
+# ---- helpers -------------------------------------------------------------------------
+
+
+def _positive(flag: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadInput(f"{flag} {value} must be a whole number of 1 or more")
+    return value
+
+
+def _queue_from_flag(profile: SiteProfile, name: str) -> Queue:
+    for queue in profile.queues:
+        if queue.name == name:
+            return queue
+    names = ", ".join(queue.name for queue in profile.queues)
+    raise BadInput(f'--queue {name}: site "{profile.name}" has no such queue; use one of {names}')
+
+
+def _clipped(origin: str, clipped: bool, queue: Queue) -> str:
+    return f"{origin}, cut to queue {queue.name}'s limit" if clipped else origin
+
+
+def _per_node(
+    key: str,
+    flag: str,
+    value: int | None,
+    default: int | None,
+    full_node: int,
+    queue: Queue,
+    fallback: int,
+    origins: dict[str, str],
+    *,
+    zero: bool = False,
+) -> int:
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
+            floor = "0" if zero else "1"
+            raise BadInput(f"{flag} {value} must be a whole number of {floor} or more")
+        origins[key] = flag
+        return value
+    if queue.whole_node:
+        origins[key] = "whole node"
+        return full_node
+    if default is not None:
+        origins[key] = _clipped("profile default", default > full_node, queue)
+        return min(default, full_node)
+    origins[key] = "default"
+    return min(fallback, full_node)
+
+
+def _check_nodes(
+    profile: SiteProfile, queue: Queue, total: int, pilots: int, from_flag: bool
+) -> None:
+    per_pilot = total // pilots
+    shown = f"--nodes {total}" + (f" --pilots {pilots}" if pilots > 1 else "")
+    if per_pilot > queue.max_nodes:
+        ways = [f"--nodes {queue.max_nodes * pilots}"]
+        needed = -(-total // queue.max_nodes)
+        if total % needed == 0:
+            ways.append(f"--pilots {needed}")
+        bigger = _other_queue(profile, queue, lambda q: q.min_nodes <= per_pilot <= q.max_nodes)
+        if bigger:
+            ways.append(f"--queue {bigger}")
+        where = " per pilot" if pilots > 1 else ""
+        raise BadInput(
+            f'{shown} exceeds queue "{queue.name}" of site "{profile.name}" '
+            f"(max {queue.max_nodes} nodes{where}); use {_or(ways)}"
+        )
+    if per_pilot < queue.min_nodes:
+        ways = [f"--nodes {queue.min_nodes * pilots}"]
+        smaller = _other_queue(profile, queue, lambda q: q.min_nodes <= per_pilot <= q.max_nodes)
+        if smaller:
+            ways.append(f"--queue {smaller}")
+        raise BadInput(
+            f'{shown} is below the minimum of queue "{queue.name}" of site "{profile.name}" '
+            f"({queue.min_nodes} nodes per pilot); use {_or(ways)}"
+        )
+
+
+def _limit_message(
+    profile: SiteProfile, queue: Queue, flag: str, value: int, limit: int, unit: str
+) -> str:
+    if flag == "--walltime":
+        fits = _other_queue(profile, queue, lambda q: q.max_walltime_s >= value)
+        ways = [f"--walltime {format_walltime(queue.max_walltime_s)}"]
+        if fits:
+            ways.append(f"--queue {fits}")
+        return (
+            f'--walltime {format_walltime(value)} exceeds queue "{queue.name}" of site '
+            f'"{profile.name}" (max {format_walltime(queue.max_walltime_s)}); use {_or(ways)}'
+        )
+    attribute = {"--cores": "cores_per_node", "--memory": "memory_per_node_mb"}.get(
+        flag, "gpus_per_node"
+    )
+    fits = _other_queue(profile, queue, lambda q: getattr(q, attribute) >= value)
+    if flag == "--memory":
+        shown, most = format_memory(value), f"{format_memory(limit)} {unit}"
+        first = f"--memory {format_memory(limit)}"
+    else:
+        shown, most, first = str(value), f"{limit} {unit}", f"{flag} {limit}"
+    ways = [first] + ([f"--queue {fits}"] if fits else [])
+    limit_text = f"max {most}"
+    if limit == 0 and flag == "--gpus":
+        limit_text, ways = "it has no GPUs", ways[1:] or ["--gpus 0"]
+    return (
+        f'{flag} {shown} exceeds queue "{queue.name}" of site "{profile.name}" '
+        f"({limit_text}); use {_or(ways)}"
+    )
+
+
+def _runtime_message(profile: SiteProfile, queue: Queue, longest: JobRuntime) -> str:
+    fits = _other_queue(profile, queue, lambda q: q.max_walltime_s >= longest.seconds)
+    way = f"use --queue {fits}, or shorten the job" if fits else "no queue there is long enough"
+    return (
+        f'{longest.describe()}, more than queue "{queue.name}" of site "{profile.name}" '
+        f"allows (max {format_walltime(queue.max_walltime_s)}); {way}"
+    )
+
+
+def _other_queue(profile: SiteProfile, current: Queue, fits: Any) -> str | None:
+    for queue in profile.queues:
+        if queue.name != current.name and fits(queue):
+            return queue.name
+    return None
+
+
+def _or(ways: list[str]) -> str:
+    if len(ways) == 1:
+        return ways[0]
+    return ", ".join(ways[:-1]) + " or " + ways[-1]
+
+
+def _split_message(nodes: int, pilots: int) -> str:
+    if pilots > nodes:
+        return f"--pilots {pilots} is more than --nodes {nodes}; each pilot needs a node"
+    lower = nodes - nodes % pilots
+    upper = lower + pilots
+    divisors = [d for d in range(1, nodes + 1) if nodes % d == 0 and d != pilots]
+    near = min(divisors, key=lambda d: abs(d - pilots))
+    nodes_way = f"--nodes {lower} or {upper}" if lower else f"--nodes {upper}"
+    return (
+        f"--nodes {nodes} cannot be split evenly among --pilots {pilots}; "
+        f"use {nodes_way}, or --pilots {near}"
+    )
+
+
+def _as_runtime(item: RuntimeLike) -> JobRuntime:
+    if isinstance(item, JobRuntime):
+        return item
+    return JobRuntime(int(item))
+
+
+def _walltime_flag(value: str | int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    else:
+        try:
+            seconds = parse_walltime(str(value))
+        except ValueError as exc:
+            raise BadInput(f"--walltime {value} {exc}") from None
+    if seconds <= 0:
+        raise BadInput(f"--walltime {value} must be longer than 0")
+    return seconds
+
+
+def _suggest(runtime_s: int, queue: Queue) -> int:
+    wanted = -(-(runtime_s + WALLTIME_MARGIN_S) // 60) * 60
+    return min(wanted, queue.max_walltime_s)

@@ -1,0 +1,133 @@
+"""The local schedd, through the htcondor2 bindings: query, export, import, unexport.
+
+A thin adapter: every decision lives in the callers; this module only turns the
+bindings' results and exceptions into lumberjack's own words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lumberjack.errors import BadInput, LumberjackError
+
+# Attributes the selection, preflight and path map need from each job.
+JOB_PROJECTION = [
+    "ClusterId", "ProcId", "Owner", "User", "JobStatus", "JobUniverse", "Iwd", "Cmd",
+    "Managed", "ManagedManager", "JobMaterializeDigestFile", "JobMaterializeLimit",
+    "JobMaterializeMaxIdle", "TransferExecutable", "TransferInput", "TransferOutput",
+    "TransferOutputRemaps", "In", "Out", "Err", "UserLog", "x509userproxy",
+    "ContainerImage", "OutputDestination", "RequestRuntime", "MaxRuntime",
+    "JobDurationLimit", "AllowedJobDuration", "RequestCpus", "RequestMemory",
+    "JobBatchName", "QDate",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    total_job_ads: int
+    total_cluster_ads: int
+    log: Path
+
+
+def _htcondor() -> Any:
+    # Imported late: unit tests and `inspect` must work without touching a schedd.
+    import htcondor2
+
+    return htcondor2
+
+
+def condor_version() -> str:
+    return str(_htcondor().version())
+
+
+class LocalSchedd:
+    """The access point's schedd (SCHEDD_HOST when set, else the local one)."""
+
+    def __init__(self) -> None:
+        htcondor = _htcondor()
+        htcondor.reload_config()
+        try:
+            name = htcondor.param.get("SCHEDD_HOST")
+            if name:
+                location = htcondor.Collector().locate(htcondor.DaemonType.Schedd, name)
+                self._schedd = htcondor.Schedd(location)
+            else:
+                self._schedd = htcondor.Schedd()
+        except Exception as exc:  # the bindings raise HTCondorException or ValueError
+            raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
+
+    def query(self, constraint: str, projection: Iterable[str] = JOB_PROJECTION) -> list[JobAd]:
+        try:
+            ads = self._schedd.query(constraint=constraint, projection=list(projection))
+        except Exception as exc:
+            raise BadInput(
+                f"the schedd rejected constraint {constraint!r}: {_one_line(exc)}"
+            ) from exc
+        return [ad_to_dict(ad) for ad in ads]
+
+    def export_jobs(self, clusters: list[int], export_dir: Path, new_spool: str) -> ExportResult:
+        spec = [str(c) for c in clusters]
+        try:
+            result = self._schedd.export_jobs(spec, str(export_dir), new_spool)
+        except Exception as exc:
+            raise LumberjackError(f"the schedd refused to export: {_one_line(exc)}") from exc
+        _check_action(result, "export")
+        return ExportResult(
+            int(result.get("TotalJobAds", 0)),
+            int(result.get("TotalClusterAds", 0)),
+            export_dir / "job_queue.log",
+        )
+
+    def import_results(self, import_dir: Path) -> int:
+        try:
+            result = self._schedd.import_exported_job_results(str(import_dir))
+        except Exception as exc:
+            raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
+        _check_action(result, "import")
+        return int(result.get("TotalJobAds", 0))
+
+    def unexport(self, clusters: list[int]) -> int:
+        try:
+            result = self._schedd.unexport_jobs([str(c) for c in clusters])
+        except Exception as exc:
+            raise LumberjackError(f"the schedd refused to unexport: {_one_line(exc)}") from exc
+        _check_action(result, "unexport")
+        return int(result.get("TotalJobAds", 0))
+
+
+class JobAd(dict):
+    """A job ad as plain Python values, plus `texts`: each attribute's expression text
+    exactly as job_queue.log would hold it (what the path map works on)."""
+
+    texts: dict[str, str]
+
+
+def ad_to_dict(ad: Any) -> JobAd:
+    """A job ad as plain Python: literals evaluated, expressions kept as their text."""
+    import classad2
+
+    out = JobAd()
+    out.texts = {}
+    for key in ad.keys():
+        value = ad.get(key)
+        out.texts[key] = str(ad.lookup(key))
+        if isinstance(value, classad2.ExprTree):
+            value = str(value)
+        out[key] = value
+    return out
+
+
+def _check_action(result: Any, what: str) -> None:
+    if result is None:
+        raise LumberjackError(f"the schedd gave no answer to {what}")
+    if int(result.get("ActionResult", 0)) != 1:
+        reason = result.get("ErrorString") or "no reason given"
+        raise LumberjackError(f"the schedd's {what} failed: {reason}")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__

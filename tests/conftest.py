@@ -1,0 +1,54 @@
+"""Shared fixtures: the real testbed (HTCondor pools on loopback) for integration tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "containers" / "testbed"))
+
+import testbed  # noqa: E402
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    link = testbed.testbed_dir() / "rootfs"
+    if link.exists():
+        versions = testbed.installed_versions(link.resolve())
+        return ["testbed: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))]
+    return ["testbed: not built yet"]
+
+
+@pytest.fixture(scope="session")
+def access_point() -> testbed.Pool:
+    """The access-point pool, started once per session (and stopped if we started it)."""
+    if os.geteuid() != 0:
+        pytest.skip("the testbed needs root (namespaces, pivot_root)")
+    was_running = testbed.ACCESS_POINT.is_running()
+    testbed.up()
+    os.environ.update(testbed.env())
+    yield testbed.ACCESS_POINT
+    if not was_running:
+        testbed.ACCESS_POINT.stop()
+
+
+@pytest.fixture
+def workspace(access_point: testbed.Pool, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory the schedd (as the submitter) and the host both reach by the same path."""
+    base = testbed.testbed_dir() / "work"
+    base.mkdir(exist_ok=True, mode=0o755)
+    path = Path(tmp_path_factory.mktemp("ws", numbered=True).name)
+    work = base / f"{path.name}-{os.getpid()}"
+    work.mkdir(mode=0o755)
+    os.chown(work, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
+    return work
+
+
+@pytest.fixture
+def state_dir(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = workspace / "state"
+    monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(state))
+    return state
