@@ -85,8 +85,14 @@ class Plan:
         }
 
 
-def default_name(site: str | None) -> str:
-    return f"{site or 'bundle'}-{time.strftime('%Y%m%d-%H%M%S')}"
+def default_name(site: str | None, taken: Callable[[str], bool] = lambda _: False) -> str:
+    """SITE-DATE-TIME, with -2, -3 ... when that name is already in the ledger."""
+    base = f"{site or 'bundle'}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name, n = base, 1
+    while taken(name):
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:

@@ -390,6 +390,7 @@ def up() -> dict[str, str]:
     started = time.monotonic()
     ACCESS_POINT.start(rootfs)
     log(f"access point pool up in {time.monotonic() - started:.1f} s")
+    site().up(rootfs)
     return env()
 
 
@@ -399,6 +400,7 @@ def down() -> None:
         log(f"stopping {pid_file.parent.name}")
         stop_pid(int(pid_file.read_text()))
         pid_file.unlink()
+    site().down()
 
 
 def env() -> dict[str, str]:
@@ -426,7 +428,9 @@ def ensure_host_submitter() -> None:
 def write_hosts(rootfs: Path) -> None:
     # Daemons look up their own host name; every testbed "host" on loopback resolves here.
     names = " ".join(f"{name} {name}.{UID_DOMAIN}" for name in ("lj-ap", "lj-remote"))
-    (rootfs / "etc/hosts").write_text(f"127.0.0.1 localhost {names}\n::1 localhost\n")
+    (rootfs / "etc/hosts").write_text(
+        f"127.0.0.1 localhost {names}\n::1 localhost\n10.251.0.2 hpc-login\n"
+    )
 
 
 def rootfs_ids(rootfs: Path, account: str) -> tuple[int, int]:
@@ -435,6 +439,21 @@ def rootfs_ids(rootfs: Path, account: str) -> tuple[int, int]:
         if fields[0] == account:
             return int(fields[2]), int(fields[3])
     raise KeyError(f"no account {account} in {rootfs}")
+
+
+def site():  # -> site.Site
+    """The emulated HPC site (containers/testbed/site.py; loaded by path, since `site`
+    is also the name of a standard-library module)."""
+    import importlib.util
+
+    name = "lumberjack_testbed_site"
+    if name not in sys.modules:
+        sys.modules.setdefault("testbed", sys.modules[__name__])
+        spec = importlib.util.spec_from_file_location(name, HERE / "site.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name].SITE
 
 
 def rootfs_path() -> Path:
@@ -454,7 +473,11 @@ def main(argv: list[str]) -> int:
         for key, value in env().items():
             print(f"export {key}={value}")
     elif command == "status":
-        status = {"access_point": ACCESS_POINT.is_running(), "dir": str(testbed_dir())}
+        status = {
+            "access_point": ACCESS_POINT.is_running(),
+            "site": site().is_running(),
+            "dir": str(testbed_dir()),
+        }
         print(json.dumps(status))
     else:
         print("usage: testbed.py up|down|status|env|build", file=sys.stderr)

@@ -77,11 +77,17 @@ def export_command(
     if out is None and site is None:
         raise BadInput("give --out DIR for an offline bundle, or --site SITE")
     if site is not None:
-        raise BadInput("--site needs the site support of a later release; use --out for now")
+        from lumberjack.sites import find_profile
+
+        find_profile(site)  # an unknown site is refused before anything else happens
+        raise BadInput(
+            f"shipping to site {site!r} is not available in this release; "
+            "use --out DIR --remote-spool PATH for an offline bundle"
+        )
     if not remote_spool:
         raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
-    name = name or export_mod.default_name(site)
     ledger = Ledger()
+    name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     if ledger.find(name):
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
     schedd = LocalSchedd()
@@ -197,3 +203,19 @@ def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
         {"ok": True, "jobs": count, "clusters": record.clusters},
         f"handed {count} jobs of {name!r} back to the local schedd",
     )
+
+
+@cli.command("exports")
+@json_option
+def exports_command(as_json: bool) -> None:
+    """List every export in the ledger with its phase.
+
+    \b
+    Example:
+      condor_lumberjack exports --json
+    """
+    records = Ledger().list()
+    lines = [f"{'NAME':24} {'PHASE':11} {'SITE':12} JOBS  BUNDLE"]
+    for r in records:
+        lines.append(f"{r.name:24} {r.phase:11} {r.site or '-':12} {len(r.jobs):<5} {r.bundle_dir}")
+    emit(as_json, {"ok": True, "exports": [r.to_json() for r in records]}, "\n".join(lines))

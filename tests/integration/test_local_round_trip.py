@@ -5,51 +5,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 from pathlib import Path
 
 import pytest
 import testbed
-from jobs import history, lumberjack, make_job_dir, query, submit, tree
-
-from lumberjack.site_spool import install_spool, remote_iwds_from_manifest
+from journey import (
+    fetch_back,
+    history,
+    lumberjack,
+    make_job_dir,
+    query,
+    run_in_second_pool,
+    submit,
+    tree,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def run_in_second_pool(bundle: Path, spool: Path, expect_jobs: int, timeout: float = 180) -> None:
-    """Start the independent pool from the bundle, wait for every job to finish, stop it."""
-    rootfs = testbed.rootfs_path()
-    condor_ids = testbed.rootfs_ids(rootfs, "condor")
-    install_spool(
-        bundle / "spool",
-        spool,
-        remote_iwds_from_manifest(bundle / "manifest.json"),
-        schedd_ids=condor_ids,
-        job_ids=(testbed.SUBMITTER_UID, testbed.SUBMITTER_UID),
-    )
-    pool = testbed.remote_pool(spool)
-    try:
-        pool.start(rootfs)
-        deadline = time.monotonic() + timeout
-        while True:
-            out = pool.condor(rootfs, "condor_q", "-allusers", "-af", "JobStatus")
-            statuses = out.split()
-            if len(statuses) == expect_jobs and all(s == "4" for s in statuses):
-                break
-            assert time.monotonic() < deadline, f"jobs did not finish: {statuses}"
-            time.sleep(1)
-        pool.condor(rootfs, "condor_off", "-schedd", "-name", f"{pool.name}@{testbed.UID_DOMAIN}")
-    finally:
-        pool.stop()
-        shutil.rmtree(pool.local_dir, ignore_errors=True)
-
-
-def fetch_back(spool: Path, bundle: Path) -> None:
-    """What `fetch` does for an offline bundle: the remote spool replaces bundle/spool."""
-    shutil.rmtree(bundle / "spool")
-    shutil.copytree(spool, bundle / "spool", symlinks=True)
 
 
 def test_export_run_elsewhere_import(workspace: Path, state_dir: Path) -> None:

@@ -1,4 +1,5 @@
-"""Helpers for integration tests: submit real jobs as the testbed's submitter."""
+"""The local journey's moving parts, shared by the integration tests and `make demo`:
+submit real jobs as the testbed's submitter, run a bundle in the second pool, look."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import time
 from pathlib import Path
 
 import testbed
+
+from lumberjack.site_spool import install_spool, remote_iwds_from_manifest
 
 JOB_SCRIPT = """#!/bin/sh
 # A test job: reads its inputs, writes outputs, exits with the code it is given.
@@ -108,3 +111,40 @@ def tree(path: Path) -> dict[str, bytes]:
         for p in sorted(path.rglob("*"))
         if p.is_file()
     }
+
+
+def run_in_second_pool(bundle: Path, spool: Path, expect_jobs: int, timeout: float = 180) -> None:
+    """Start the independent pool from the bundle, wait for every job to finish, stop it."""
+    import shutil
+
+    rootfs = testbed.rootfs_path()
+    install_spool(
+        bundle / "spool",
+        spool,
+        remote_iwds_from_manifest(bundle / "manifest.json"),
+        schedd_ids=testbed.rootfs_ids(rootfs, "condor"),
+        job_ids=(testbed.SUBMITTER_UID, testbed.SUBMITTER_UID),
+    )
+    pool = testbed.remote_pool(spool)
+    try:
+        pool.start(rootfs)
+        deadline = time.monotonic() + timeout
+        while True:
+            statuses = pool.condor(rootfs, "condor_q", "-allusers", "-af", "JobStatus").split()
+            if len(statuses) == expect_jobs and all(s == "4" for s in statuses):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jobs did not finish in the second pool: {statuses}")
+            time.sleep(1)
+        pool.condor(rootfs, "condor_off", "-schedd", "-name", f"{pool.name}@{testbed.UID_DOMAIN}")
+    finally:
+        pool.stop()
+        shutil.rmtree(pool.local_dir, ignore_errors=True)
+
+
+def fetch_back(spool: Path, bundle: Path) -> None:
+    """What fetching does for an offline bundle: the remote spool replaces bundle/spool."""
+    import shutil
+
+    shutil.rmtree(bundle / "spool")
+    shutil.copytree(spool, bundle / "spool", symlinks=True)

@@ -1,0 +1,401 @@
+"""The emulated HPC site of the testbed: a login node with sshd and a 3-node Slurm cluster.
+
+Everything runs in one network namespace (`lj-site`, reached from the host through a
+veth pair: host 10.251.0.1, site 10.251.0.2) and one mount namespace over the testbed
+rootfs, kept alive by one anchor process (a bash script that starts the daemons in the
+background and then becomes `sleep infinity`):
+
+- munged (as the rootfs's `munge` account; its socket under the site's state dir so
+  that short `run_in_rootfs` commands reach it too);
+- slurmctld and three slurmd (`slurmd -N c1..c3`: three nodes on one host, each with
+  its own port), partition `debug`;
+- sshd on 10.251.0.2:2222, key-only, for the SITE account `hpcuser` (uid 4343), whose
+  home is the bind-mounted `site/home/hpcuser`.
+
+Configs, keys, spools and logs live under testbed_dir()/site. The rootfs's
+/etc/slurm/slurm.conf (and cgroup.conf) are symlinks to the site's files, written at
+`up` time, so that plain `sbatch` works in an ssh session and in `run_in_rootfs`.
+
+Host-side client material: site/id_ed25519 (hpcuser's key) and site/known_hosts (the
+pinned host key, as `[10.251.0.2]:2222 ssh-ed25519 ...`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import testbed
+from testbed import log, rootfs_ids, run_in_rootfs, spawn_in_rootfs, stop_pid, testbed_dir
+
+NETNS = "lj-site"
+VETH_HOST = "lj-site-h"
+VETH_SITE = "lj-site-s"
+HOST_ADDR = "10.251.0.1"
+SITE_ADDR = "10.251.0.2"
+SSH_PORT = 2222
+HOSTNAME = "hpc-login"
+SITE_USER = "hpcuser"
+SITE_UID = 4343
+NODES = ("c1", "c2", "c3")
+PARTITION = "debug"
+
+
+class Site:
+    """The emulated HPC login node + Slurm cluster (one per testbed)."""
+
+    @property
+    def root(self) -> Path:
+        return testbed_dir() / "site"
+
+    @property
+    def home(self) -> Path:
+        """Bind-mounted at /home inside the site."""
+        return self.root / "home"
+
+    @property
+    def user_home(self) -> Path:
+        return self.home / SITE_USER
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "anchor.pid"
+
+    @property
+    def slurm_dir(self) -> Path:
+        return self.root / "slurm"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.slurm_dir / "etc" / "slurm.conf"
+
+    @property
+    def munge_dir(self) -> Path:
+        return self.root / "munge"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.munge_dir / "munge.socket"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.root / "ssh"
+
+    @property
+    def client_key(self) -> Path:
+        return self.root / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "known_hosts"
+
+    @property
+    def host(self) -> str:
+        return SITE_ADDR
+
+    @property
+    def port(self) -> int:
+        return SSH_PORT
+
+    @property
+    def user(self) -> str:
+        return SITE_USER
+
+    def binds(self) -> list[str]:
+        return [str(testbed_dir()), f"{self.home}=/home"]
+
+    def client_env(self) -> dict[str, str]:
+        return {"SLURM_CONF": str(self.slurm_conf)}
+
+    # ---- life cycle ---------------------------------------------------------------
+
+    def is_running(self) -> bool:
+        return self.pid_file.exists() and testbed._alive(int(self.pid_file.read_text()))
+
+    def up(self, rootfs: Path, timeout: float = 60.0) -> None:
+        if self.is_running():
+            return
+        started = time.monotonic()
+        self._sweep_netns()  # leftovers of an anchor that died on its own
+        ensure_network()
+        self.write_configs(rootfs)
+        pid = spawn_in_rootfs(
+            rootfs,
+            ["/bin/bash", str(self.root / "anchor.sh")],
+            hostname=HOSTNAME,
+            netns=NETNS,
+            binds=self.binds(),
+            logfile=self.root / "anchor.out",
+            env=self.client_env(),
+        )
+        self.pid_file.write_text(str(pid))
+        self._wait_ready(rootfs, started + timeout)
+        log(f"site {HOSTNAME} up in {time.monotonic() - started:.1f} s")
+
+    def down(self) -> None:
+        if self.pid_file.exists():
+            log("stopping the site")
+            stop_pid(int(self.pid_file.read_text()), timeout=15)
+            self.pid_file.unlink()
+        self._sweep_netns()
+        remove_network()
+
+    def _sweep_netns(self) -> None:
+        # slurmstepd and job processes leave the anchor's process group: stop every
+        # process still in the site's network namespace (all of them are the site's).
+        for pid in netns_pids():
+            stop_pid_only(pid)
+
+    def _wait_ready(self, rootfs: Path, deadline: float) -> None:
+        ssh_ok = False
+        last = ""
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise RuntimeError(f"the site died; see {self.root / 'anchor.out'}")
+            if not ssh_ok:
+                try:
+                    with socket.create_connection((SITE_ADDR, SSH_PORT), timeout=1):
+                        ssh_ok = True
+                except OSError:
+                    pass
+            if ssh_ok:
+                result = run_in_rootfs(
+                    rootfs,
+                    ["sinfo", "-h", "-N", "-o", "%N %t"],
+                    binds=self.binds(),
+                    netns=NETNS,
+                    env=self.client_env(),
+                    check=False,
+                )
+                last = (result.stdout + result.stderr).strip()
+                idle = [line for line in result.stdout.splitlines() if line.split()[-1:] == ["idle"]]
+                if len(idle) == len(NODES):
+                    return
+            time.sleep(0.3)
+        raise RuntimeError(
+            f"the site is not ready (sshd {'up' if ssh_ok else 'down'}; sinfo: {last!r}); "
+            f"see {self.root}"
+        )
+
+    # ---- configuration ------------------------------------------------------------
+
+    def write_configs(self, rootfs: Path) -> None:
+        root = self.root
+        for sub in (
+            root,
+            self.slurm_dir / "etc",
+            self.slurm_dir / "state",
+            self.slurm_dir / "log",
+            self.slurm_dir / "run",
+            self.ssh_dir,
+            self.home,
+        ):
+            sub.mkdir(parents=True, exist_ok=True)
+            os.chmod(sub, 0o755)
+        for node in NODES:
+            (self.slurm_dir / f"spool-{node}").mkdir(exist_ok=True)
+        self._write_munge(rootfs)
+        self._write_keys(rootfs)
+        self._write_home()
+        self._write_slurm(rootfs)
+        self._write_sshd()
+        (root / "anchor.sh").write_text(self._anchor_script())
+
+    def _write_munge(self, rootfs: Path) -> None:
+        uid, gid = rootfs_ids(rootfs, "munge")
+        self.munge_dir.mkdir(exist_ok=True)
+        os.chown(self.munge_dir, uid, gid)
+        os.chmod(self.munge_dir, 0o755)
+        key = self.munge_dir / "munge.key"
+        if not key.exists():
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+            with os.fdopen(fd, "wb") as out:
+                out.write(os.urandom(1024))
+        os.chown(key, uid, gid)
+        os.chmod(key, 0o400)
+
+    def _write_keys(self, rootfs: Path) -> None:
+        host_key = self.ssh_dir / "ssh_host_ed25519_key"
+        for path, comment in ((host_key, HOSTNAME), (self.client_key, "lumberjack-testbed")):
+            if not path.exists():
+                run_in_rootfs(
+                    rootfs,
+                    ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                    binds=[str(testbed_dir())],
+                )
+            os.chmod(path, 0o600)
+        key_type, key_data = host_key.with_suffix(".pub").read_text().split()[:2]
+        self.known_hosts.write_text(f"[{SITE_ADDR}]:{SSH_PORT} {key_type} {key_data}\n")
+        os.chmod(self.known_hosts, 0o644)
+
+    def _write_home(self) -> None:
+        home = self.user_home
+        ssh = home / ".ssh"
+        ssh.mkdir(parents=True, exist_ok=True)
+        os.chown(home, SITE_UID, SITE_UID)
+        os.chmod(home, 0o755)
+        os.chown(ssh, SITE_UID, SITE_UID)
+        os.chmod(ssh, 0o700)
+        keys = ssh / "authorized_keys"
+        keys.write_text(self.client_key.with_suffix(".pub").read_text())
+        os.chown(keys, SITE_UID, SITE_UID)
+        os.chmod(keys, 0o600)
+
+    def _write_slurm(self, rootfs: Path) -> None:
+        s = self.slurm_dir
+        ports = f"{6818}-{6818 + len(NODES) - 1}"
+        self.slurm_conf.write_text(
+            f"""# testbed site: one login host "{HOSTNAME}" running slurmctld and {len(NODES)} slurmd
+ClusterName=lj-site
+SlurmctldHost={HOSTNAME}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.munge_socket}
+SlurmctldPort=6817
+StateSaveLocation={s}/state
+SlurmdSpoolDir={s}/spool-%n
+SlurmctldPidFile={s}/run/slurmctld.pid
+SlurmdPidFile={s}/run/slurmd-%n.pid
+SlurmctldLogFile={s}/log/slurmctld.log
+SlurmdLogFile={s}/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
+MpiDefault=none
+ReturnToService=2
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+KillWait=5
+InactiveLimit=0
+SlurmdTimeout=60
+NodeName={NODES[0][0]}[1-{len(NODES)}] NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 Port=[{ports}] State=UNKNOWN
+PartitionName={PARTITION} Nodes={NODES[0][0]}[1-{len(NODES)}] Default=YES MaxTime=01:00:00 State=UP
+"""
+        )
+        (s / "etc" / "cgroup.conf").write_text(
+            "CgroupPlugin=cgroup/v1\nConstrainCores=no\nConstrainRAMSpace=no\n"
+        )
+        # Only the site uses Slurm: the rootfs's default paths point at the site's files.
+        etc = rootfs / "etc" / "slurm"
+        etc.mkdir(exist_ok=True)
+        for name in ("slurm.conf", "cgroup.conf"):
+            link = etc / name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(s / "etc" / name)
+
+    def _write_sshd(self) -> None:
+        (self.ssh_dir / "sshd_config").write_text(
+            f"""# testbed site login node: key-only, hpcuser only
+ListenAddress {SITE_ADDR}
+Port {SSH_PORT}
+HostKey {self.ssh_dir / "ssh_host_ed25519_key"}
+PidFile {self.ssh_dir / "sshd.pid"}
+AuthorizedKeysFile .ssh/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+AllowUsers {SITE_USER}
+UsePAM no
+PrintMotd no
+Subsystem sftp internal-sftp
+SetEnv SLURM_CONF={self.slurm_conf}
+"""
+        )
+
+    def _anchor_script(self) -> str:
+        q = shlex.quote
+        s = self.slurm_dir
+        m = self.munge_dir
+        node_lines = "\n".join(
+            f"/usr/sbin/slurmd -D -N {node} >>{q(str(s / 'log' / f'slurmd-{node}.out'))} 2>&1 &"
+            for node in NODES
+        )
+        return f"""#!/bin/bash
+# The site's anchor (written by containers/testbed/site.py): start the daemons in the
+# background (same process group), then keep the namespaces alive.
+set -u
+export SLURM_CONF={q(str(self.slurm_conf))}
+echo "site anchor $$ on $(hostname) at $(date -u +%FT%TZ)"
+rm -f {q(str(self.munge_socket))}*
+setpriv --reuid=munge --regid=munge --clear-groups \\
+    /usr/sbin/munged -F --key-file={q(str(m / "munge.key"))} \\
+    --socket={q(str(self.munge_socket))} --pid-file={q(str(m / "munged.pid"))} \\
+    --log-file={q(str(m / "munged.log"))} --seed-file={q(str(m / "munged.seed"))} &
+for _ in $(seq 100); do [ -S {q(str(self.munge_socket))} ] && break; sleep 0.1; done
+/usr/sbin/slurmctld -D -i >>{q(str(s / "log" / "slurmctld.out"))} 2>&1 &
+for _ in $(seq 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.1; done
+{node_lines}
+mkdir -p /run/sshd && chmod 755 /run/sshd
+/usr/sbin/sshd -D -e -f {q(str(self.ssh_dir / "sshd_config"))} \\
+    >>{q(str(self.ssh_dir / "sshd.log"))} 2>&1 &
+exec sleep infinity
+"""
+
+
+# ---- network --------------------------------------------------------------------
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def ensure_network() -> None:
+    """The site's netns and veth pair (idempotent)."""
+    if NETNS not in _ip("netns", "list").stdout.split():
+        _ip("netns", "add", NETNS)
+    if _ip("link", "show", VETH_HOST, check=False).returncode != 0:
+        _ip("link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_SITE, "netns", NETNS)
+    if f"{HOST_ADDR}/24" not in _ip("-o", "addr", "show", "dev", VETH_HOST).stdout:
+        _ip("addr", "add", f"{HOST_ADDR}/24", "dev", VETH_HOST)
+    _ip("link", "set", VETH_HOST, "up")
+    if f"{SITE_ADDR}/24" not in _ip("-n", NETNS, "-o", "addr", "show", "dev", VETH_SITE).stdout:
+        _ip("-n", NETNS, "addr", "add", f"{SITE_ADDR}/24", "dev", VETH_SITE)
+    _ip("-n", NETNS, "link", "set", VETH_SITE, "up")
+    _ip("-n", NETNS, "link", "set", "lo", "up")
+
+
+def remove_network() -> None:
+    if _ip("link", "show", VETH_HOST, check=False).returncode == 0:
+        _ip("link", "del", VETH_HOST, check=False)
+    if NETNS in _ip("netns", "list").stdout.split():
+        _ip("netns", "del", NETNS, check=False)
+
+
+def netns_pids() -> list[int]:
+    if NETNS not in _ip("netns", "list").stdout.split():
+        return []
+    out = _ip("netns", "pids", NETNS, check=False).stdout
+    return [int(word) for word in out.split() if word.isdigit()]
+
+
+def stop_pid_only(pid: int, timeout: float = 5.0) -> None:
+    """TERM, then KILL, one process of the site by PID (not its group)."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 2.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not testbed._alive(pid):
+                return
+            time.sleep(0.1)
+
+
+SITE = Site()
