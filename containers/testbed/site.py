@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import time
@@ -143,6 +144,7 @@ class Site:
             self.pid_file.unlink()
         self._sweep_netns()
         remove_network()
+        remove_cgroups()
 
     def _sweep_netns(self) -> None:
         # slurmstepd and job processes leave the anchor's process group: stop every
@@ -172,7 +174,9 @@ class Site:
                     check=False,
                 )
                 last = (result.stdout + result.stderr).strip()
-                idle = [line for line in result.stdout.splitlines() if line.split()[-1:] == ["idle"]]
+                idle = [
+                    line for line in result.stdout.splitlines() if line.split()[-1:] == ["idle"]
+                ]
                 if len(idle) == len(NODES):
                     return
             time.sleep(0.3)
@@ -185,6 +189,9 @@ class Site:
 
     def write_configs(self, rootfs: Path) -> None:
         root = self.root
+        # Every `up` is a fresh cluster: no jobs or node states from an earlier run.
+        for sub in ("state", "run", *(f"spool-{node}" for node in NODES)):
+            shutil.rmtree(self.slurm_dir / sub, ignore_errors=True)
         for sub in (
             root,
             self.slurm_dir / "etc",
@@ -248,8 +255,9 @@ class Site:
     def _write_slurm(self, rootfs: Path) -> None:
         s = self.slurm_dir
         ports = f"{6818}-{6818 + len(NODES) - 1}"
+        nodes = f"c[1-{len(NODES)}]"
         self.slurm_conf.write_text(
-            f"""# testbed site: one login host "{HOSTNAME}" running slurmctld and {len(NODES)} slurmd
+            f"""# testbed site: login host "{HOSTNAME}" runs slurmctld and {len(NODES)} slurmd
 ClusterName=lj-site
 SlurmctldHost={HOSTNAME}
 SlurmUser=root
@@ -278,10 +286,12 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 KillWait=5
+MailProg=/bin/true
 InactiveLimit=0
 SlurmdTimeout=60
-NodeName={NODES[0][0]}[1-{len(NODES)}] NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 Port=[{ports}] State=UNKNOWN
-PartitionName={PARTITION} Nodes={NODES[0][0]}[1-{len(NODES)}] Default=YES MaxTime=01:00:00 State=UP
+NodeName={nodes} NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 \
+ Port=[{ports}] State=UNKNOWN
+PartitionName={PARTITION} Nodes={nodes} Default=YES MaxTime=01:00:00 State=UP
 """
         )
         (s / "etc" / "cgroup.conf").write_text(
@@ -373,6 +383,18 @@ def remove_network() -> None:
         _ip("link", "del", VETH_HOST, check=False)
     if NETNS in _ip("netns", "list").stdout.split():
         _ip("netns", "del", NETNS, check=False)
+
+
+def remove_cgroups() -> None:
+    """Remove the (empty) cgroup v1 directories proctrack/cgroup made for c1..c3."""
+    for node in NODES:
+        for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"):
+            for path in sorted(top.rglob("*"), key=lambda p: -len(p.parts)) + [top]:
+                if path.is_dir():
+                    try:
+                        path.rmdir()
+                    except OSError:
+                        pass
 
 
 def netns_pids() -> list[int]:
