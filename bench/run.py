@@ -86,7 +86,9 @@ def main() -> int:
     log = bench_jobqueuelog.run(200_000)
     results = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        ),
         "export": exports,
         "job_queue_log": log,
     }
@@ -109,7 +111,7 @@ def write_markdown(results: dict) -> None:
     (ROOT / "BENCHMARKS.md").write_text(
         f"""# Benchmarks
 
-Measured by `make bench` on {results['date']} ({results['machine']}), on the testbed's
+Measured by `make bench` on {results["date"]} ({results["machine"]}), on the testbed's
 real HTCondor schedd. Machines are shared and noisy: compare the ratios, not the seconds.
 Rerun with `make bench`; raw numbers in bench/results/latest.json (not committed).
 

@@ -28,11 +28,14 @@ def access_point() -> testbed.Pool:
     if os.geteuid() != 0:
         pytest.skip("the testbed needs root (namespaces, pivot_root)")
     was_running = testbed.ACCESS_POINT.is_running()
+    site_was_running = testbed.site().is_running()  # testbed.up() starts the site too
     testbed.up()
     os.environ.update(testbed.env())
     yield testbed.ACCESS_POINT
     if not was_running:
         testbed.ACCESS_POINT.stop()
+    if not site_was_running:
+        testbed.site().down()
 
 
 @pytest.fixture
@@ -52,3 +55,20 @@ def state_dir(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = workspace / "state"
     monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(state))
     return state
+
+
+@pytest.fixture(scope="session")
+def site():
+    """The emulated HPC site (login node sshd + Slurm c1..c3), started once per session
+    by testbed.up(); whatever this fixture started, it stops."""
+    if os.geteuid() != 0:
+        pytest.skip("the testbed needs root (namespaces, pivot_root)")
+    the_site = testbed.site()
+    site_was_running = the_site.is_running()
+    ap_was_running = testbed.ACCESS_POINT.is_running()
+    testbed.up()
+    yield the_site
+    if not site_was_running:
+        the_site.down()
+    if not ap_was_running:
+        testbed.ACCESS_POINT.stop()
