@@ -120,15 +120,14 @@ def parse_walltime(text: str) -> int:
     match = _HMS.match(value)
     if match:
         days, first, second, third = match.groups()
-        if third is None:  # MM:SS, or D-HH:MM
-            if days is not None:
-                hours, minutes, seconds = int(first), int(second), 0
-            else:
-                hours, minutes, seconds = 0, int(first), int(second)
-        else:
-            hours, minutes, seconds = int(first), int(second), int(third)
-        if minutes > 59 or seconds > 59:
-            raise ValueError("has minutes or seconds above 59")
+        if third is None and days is None:  # MM:SS; minutes may pass 59, as in Slurm
+            hours, minutes, seconds = 0, int(first), int(second)
+            if seconds > 59:
+                raise ValueError("has seconds above 59")
+        else:  # HH:MM:SS, D-HH:MM:SS or D-HH:MM
+            hours, minutes, seconds = int(first), int(second), int(third or 0)
+            if minutes > 59 or seconds > 59:
+                raise ValueError("has minutes or seconds above 59")
         return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
     parts = _UNITS.findall(value)
     if parts and "".join(f"{n}{u}" for n, u in parts) == value.replace(" ", ""):

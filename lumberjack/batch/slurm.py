@@ -212,17 +212,3 @@ def _parse_scontrol_line(line: str) -> tuple[str, PilotStatus]:
         if part
     )
     return fields.get("JobId", ""), PilotStatus(_state(raw), raw, detail)
-
-
-__all__ = [
-    "NAME",
-    "allocation_nodes_env",
-    "cancel_command",
-    "parse_query_details",
-    "parse_query_output",
-    "parse_submit_output",
-    "query_command",
-    "render_pilot_script",
-    "scontrol_query_command",
-    "submit_command",
-]

@@ -44,8 +44,11 @@ def jobs(access_point, tmp_path_factory):  # type: ignore[no-untyped-def]
     }
 
 
-def queue_state() -> list[tuple]:
-    ads = query("true", ["ClusterId", "ProcId", "JobStatus", "Managed"])
+def queue_state(jobs: dict) -> list[tuple]:
+    """The state of this module's jobs (other tests may share the schedd)."""
+    clusters = [v for k, v in jobs.items() if k != "work"]
+    constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
+    ads = query(constraint, ["ClusterId", "ProcId", "JobStatus", "Managed"])
     return sorted((a["ClusterId"], a["ProcId"], a["JobStatus"], a.get("Managed")) for a in ads)
 
 
@@ -76,7 +79,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_export_refuses(case: str, jobs: dict, state_dir: Path) -> None:
-    before = queue_state()
+    before = queue_state(jobs)
     args = CASES[case](jobs)
     if "--out" not in args and "--remote-spool" not in args and case != "no destination":
         args = [*args, *spool_args(jobs, case.replace(" ", "-"))]
@@ -84,7 +87,7 @@ def test_export_refuses(case: str, jobs: dict, state_dir: Path) -> None:
     assert result.returncode == 2, (case, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert queue_state() == before
+    assert queue_state(jobs) == before
     listing = json.loads(lumberjack("exports", "--json").stdout)
     assert listing["exports"] == []
 
@@ -93,34 +96,34 @@ def test_export_into_non_empty_directory_refuses(jobs: dict, state_dir: Path) ->
     target = jobs["work"] / "not-empty"
     target.mkdir(exist_ok=True)
     (target / "precious.txt").write_text("keep me")
-    before = queue_state()
+    before = queue_state(jobs)
     result = lumberjack(
         "export", "--ids", str(jobs["other"]), "--out", str(target), "--remote-spool", "/s",
         check=False,
     )  # fmt: skip
     assert result.returncode == 2 and "not empty" in result.stderr
-    assert queue_state() == before
+    assert queue_state(jobs) == before
     assert (target / "precious.txt").read_text() == "keep me"
 
 
 def test_export_twice_refuses_the_second(jobs: dict, state_dir: Path) -> None:
     first = jobs["work"] / "twice-1"
     lumberjack("export", "--ids", str(jobs["other"]), "--out", str(first), "--remote-spool", "/s")
-    before = queue_state()
+    before = queue_state(jobs)
     result = lumberjack(
         "export", "--ids", str(jobs["other"]), "--out", str(jobs["work"] / "twice-2"),
         "--remote-spool", "/s", check=False,
     )  # fmt: skip
     assert result.returncode == 2 and "already exported" in result.stderr
-    assert queue_state() == before
+    assert queue_state(jobs) == before
     # Hand them back: unexport is the way out of an export that will not run.
     name = json.loads(lumberjack("exports", "--json").stdout)["exports"][0]["name"]
     lumberjack("unexport", name)
-    assert all(s[3] is None for s in queue_state() if s[0] == jobs["other"])
+    assert all(s[3] is None for s in queue_state(jobs) if s[0] == jobs["other"])
 
 
 def test_dry_run_changes_nothing(jobs: dict, state_dir: Path) -> None:
-    before = queue_state()
+    before = queue_state(jobs)
     target = jobs["work"] / "dry"
     out = lumberjack(
         "export", "--ids", str(jobs["idle"]), "--out", str(target), "--remote-spool", "/s",
@@ -128,7 +131,7 @@ def test_dry_run_changes_nothing(jobs: dict, state_dir: Path) -> None:
     )  # fmt: skip
     plan = json.loads(out.stdout)
     assert plan["dry_run"] and plan["jobs"] == [f"{jobs['idle']}.0", f"{jobs['idle']}.1"]
-    assert queue_state() == before and not target.exists()
+    assert queue_state(jobs) == before and not target.exists()
 
 
 IMPORT_CASES = [
@@ -161,10 +164,10 @@ def test_import_refuses_hostile_results(case: str, jobs: dict, state_dir: Path) 
     elif case == "directory symlink":
         (job_dir / "_condor_stdout").write_text("x")
         (job_dir / "results").symlink_to("/etc")
-    before = queue_state()
+    before = queue_state(jobs)
     result = lumberjack("import", "--in", str(bundle_arg), check=False)
     assert result.returncode == 2, (case, result.stdout, result.stderr)
     assert len(result.stderr.strip().splitlines()) == 1
-    assert queue_state() == before
+    assert queue_state(jobs) == before
     assert sorted(p.name for p in target.iterdir()) == before_files
     lumberjack("unexport", manifest["name"])

@@ -1,0 +1,163 @@
+"""Cobalt (ALCF Theta, retired) pilot scripts and the parsers of qsub / qstat output.
+
+No Cobalt can run here: the outputs in fixtures/batch follow Cobalt's documented
+formats (see fixtures/batch/README.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lumberjack.batch import BatchError, PilotSpec, PilotState, cobalt, get_batch_system
+
+FIXTURES = Path(__file__).parent / "fixtures" / "batch"
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+
+def load_harness():
+    """The script runner in fixtures/batch (not a package: load it by path, once)."""
+    name = "lumberjack_test_pilot_harness"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / "pilot_harness.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+harness = load_harness()
+
+
+def make_spec(**overrides) -> PilotSpec:
+    values = dict(
+        name="lj-calib-p0",
+        nodes=8,
+        cores_per_node=64,
+        memory_per_node_mb=0,
+        gpus_per_node=0,
+        walltime_s=3600,
+        node_command="condor_master -f",
+        retire_command="condor_off -peaceful -startd",
+        retire_s=600,
+        output_dir="/home/jdoe/lumberjack/calib/logs",
+        queue="debug-cache-quad",
+        allocation="myproject",
+        extra_directives=["#COBALT --attrs mcdram=cache:numa=quad"],
+    )
+    values.update(overrides)
+    return PilotSpec(**values)
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_header_directives():
+    script = cobalt.render_pilot_script(make_spec())
+    header = [line for line in script.splitlines() if line.startswith("#COBALT")]
+    assert header == [
+        "#COBALT --jobname lj-calib-p0",
+        "#COBALT -n 8",
+        "#COBALT -t 01:00:00",
+        "#COBALT -q debug-cache-quad",
+        "#COBALT -A myproject",
+        "#COBALT -O /home/jdoe/lumberjack/calib/logs/lj-calib-p0",
+        "#COBALT --attrs mcdram=cache:numa=quad",
+    ]
+
+
+def test_launcher_is_aprun_one_process_per_node():
+    script = cobalt.render_pilot_script(make_spec())
+    body = script.split("launch_on_all_nodes() {\n", 1)[1].split("\n}\n", 1)[0]
+    assert body.splitlines() == [
+        "    aprun -n 8 -N 1 -d 64 -cc none bash -c 'condor_master -f' &",
+        "    lj_launcher_pid=$!",
+    ]
+    assert cobalt.allocation_nodes_env() == "COBALT_PARTNAME"
+    assert get_batch_system("cobalt") is cobalt
+
+
+@needs_bash
+def test_rendered_script_passes_bash_n(tmp_path):
+    path = tmp_path / "pilot.sh"
+    path.write_text(cobalt.render_pilot_script(make_spec(env={"A": "b c"}, setup_lines=["true"])))
+    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@needs_bash
+def test_sigterm_with_the_aprun_launcher(tmp_path):
+    spec = make_spec(
+        nodes=2,
+        walltime_s=600,
+        node_command=harness.node_command(tmp_path, 30),
+        retire_command=harness.retire_command(tmp_path),
+        output_dir=str(tmp_path),
+    )
+    pilot = harness.start(cobalt.render_pilot_script(spec), tmp_path)
+    try:
+        pilot.wait_for_nodes(2)
+        pilot.proc.send_signal(signal.SIGTERM)
+        assert pilot.proc.wait(timeout=5) == 143
+        assert pilot.retired_file.read_text() == "retired\n"
+        assert pilot.wait_session_empty() == []
+    finally:
+        pilot.cleanup()
+
+
+def test_submit():
+    assert cobalt.submit_command("/x/pilot.sh") == ["qsub", "/x/pilot.sh"]
+    assert cobalt.parse_submit_output(fixture("cobalt_qsub.txt")) == "345678"
+    # warnings before the id do not confuse it
+    assert cobalt.parse_submit_output("WARNING: filesystems not given\n345679\n") == "345679"
+
+
+def test_submit_errors():
+    with pytest.raises(BatchError, match=r"qsub failed \(exit code 1\): .*project"):
+        cobalt.parse_submit_output("", "Usage error: project 'x' not found\n", 1)
+    with pytest.raises(BatchError, match="qsub printed no job id"):
+        cobalt.parse_submit_output("queued\n")
+
+
+def test_query_command():
+    assert cobalt.query_command(["1", "2"]) == ["qstat", "-l", "--header", "JobID:State", "1", "2"]
+
+
+def test_parse_long_format():
+    ids = ["345678", "345679", "345680", "345681", "345699"]
+    assert cobalt.parse_query_output(fixture("cobalt_qstat_long.txt"), ids) == {
+        "345678": PilotState.QUEUED,
+        "345679": PilotState.RUNNING,
+        "345680": PilotState.FINISHING,
+        "345681": PilotState.QUEUED,
+        "345699": PilotState.DONE,  # Cobalt drops ended jobs at once
+    }
+
+
+def test_parse_table_format():
+    ids = ["345678", "345679", "345681"]
+    details = cobalt.parse_query_details(fixture("cobalt_qstat_table.txt"), ids)
+    assert {k: v.state for k, v in details.items()} == {
+        "345678": PilotState.QUEUED,
+        "345679": PilotState.RUNNING,
+        "345681": PilotState.FAILED,
+    }
+    assert details["345681"].raw == "dep_fail"
+
+
+def test_only_unknown_ids_exit_1_silently_meaning_done():
+    assert cobalt.parse_query_output("", ["1"], "", 1) == {"1": PilotState.DONE}
+    with pytest.raises(BatchError, match="component error"):
+        cobalt.parse_query_output(
+            "", ["1"], "component error: Failed to connect to queue-manager\n", 1
+        )
+
+
+def test_cancel_command():
+    assert cobalt.cancel_command(["345678"]) == ["qdel", "345678"]

@@ -1,0 +1,323 @@
+"""Site profiles: the shipped files, strict checking with useful messages, lookup."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lumberjack.errors import BadInput
+from lumberjack.sites import (
+    find_profile,
+    list_profiles,
+    load_profile,
+    profile_dirs,
+    profile_files,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "site-profiles"
+REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_profile_dirs(tmp_path, monkeypatch):
+    """Only the shipped profiles: no $LUMBERJACK_SITE_PROFILES, an empty home."""
+    monkeypatch.delenv("LUMBERJACK_SITE_PROFILES", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+
+
+MINIMAL = """
+[site]
+name = "{name}"
+system = "Example HPC"
+login_host = "login.example.org"
+base_dir = "$SCRATCH/lumberjack"
+batch_system = "slurm"
+
+[container]
+image = "$SCRATCH/lumberjack/image/lumberjack-site.sif"
+
+[[queues]]
+name = "debug"
+max_nodes = 8
+cores_per_node = 64
+memory_per_node = "256GB"
+max_walltime = "00:30:00"
+"""
+
+
+def write_profile(directory: Path, name: str = "foo", text: str | None = None, **edits) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    body = (text if text is not None else MINIMAL).format(name=name)
+    for old, new in edits.items():
+        old = old.replace("__", " ")
+        assert old in body, old
+        body = body.replace(old, new)
+    path = directory / f"{name}.toml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(BadInput) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert info.value.exit_code == 2
+    return message
+
+
+# ---- the shipped profiles ---------------------------------------------------------------
+
+
+def test_every_shipped_profile_loads():
+    names = [profile.name for profile in list_profiles()]
+    assert names == sorted(["testbed", *REAL_SITES])
+
+
+@pytest.mark.parametrize("name", ["testbed", *REAL_SITES])
+def test_shipped_profiles_name_their_source_and_date(name):
+    head = (SHIPPED / f"{name}.toml").read_text().split("\n[site]")[0]
+    assert "Source:" in head
+    assert "Knowledge as of:" in head
+    profile = find_profile(name)
+    assert profile.source
+    assert profile.checked
+
+
+def test_testbed_profile():
+    p = find_profile("testbed")
+    assert (p.login_host, p.port, p.user) == ("10.251.0.2", 2222, "hpcuser")
+    assert p.base_dir == "/home/hpcuser/lumberjack"
+    assert p.batch_system == "slurm"
+    assert not p.allocation_required
+    assert p.container.runtime == "apptainer"
+    assert p.container.image == "/home/hpcuser/lumberjack/image/lumberjack-site.sif"
+    assert p.known_hosts == "${LUMBERJACK_TESTBED_DIR}/site/known_hosts"
+    assert p.identity_file == "${LUMBERJACK_TESTBED_DIR}/site/id_ed25519"
+    (queue,) = p.queues
+    assert (queue.name, queue.max_nodes, queue.cores_per_node) == ("debug", 3, 2)
+    assert (queue.memory_per_node_mb, queue.max_walltime_s) == (2048, 3600)
+    assert p.default_queue is queue
+
+
+def test_testbed_key_paths_come_from_the_environment(monkeypatch):
+    p = find_profile("testbed")
+    monkeypatch.delenv("LUMBERJACK_TESTBED_DIR", raising=False)
+    with pytest.raises(BadInput, match=r"known_hosts needs \$LUMBERJACK_TESTBED_DIR"):
+        p.known_hosts_path()
+    monkeypatch.setenv("LUMBERJACK_TESTBED_DIR", "/srv/tb")
+    assert p.known_hosts_path() == Path("/srv/tb/site/known_hosts")
+    assert p.identity_file_path() == Path("/srv/tb/site/id_ed25519")
+
+
+def test_real_sites_facts():
+    perlmutter = find_profile("perlmutter")
+    assert perlmutter.login_host == "perlmutter.nersc.gov"
+    assert perlmutter.allocation_required
+    assert perlmutter.default_queue.name == "regular-cpu"
+    assert "#SBATCH --constraint=gpu" in perlmutter.queue("regular-gpu").directives
+    assert perlmutter.queue("debug-cpu").batch_queue == ""
+    polaris = find_profile("polaris")
+    assert polaris.batch_system == "pbs"
+    assert {"debug", "preemptable"} <= {q.name for q in polaris.queues}
+    assert {q.batch_queue for q in polaris.queues if q.name.startswith("prod")} == {"prod"}
+    assert find_profile("frontier").queue("batch-small").batch_queue == "batch"
+    theta = find_profile("theta")
+    assert theta.retired and theta.batch_system == "cobalt"
+    assert not any(find_profile(name).retired for name in REAL_SITES if name != "theta")
+
+
+def test_readme_lists_every_shipped_profile():
+    readme = (SHIPPED / "README.md").read_text()
+    for profile in list_profiles():
+        assert f"| `{profile.name}` |" in readme
+        assert profile.source in readme or profile.name == "testbed"
+
+
+def test_to_dict_is_plain_data():
+    data = find_profile("perlmutter").to_dict()
+    assert data["queues"][0]["max_walltime"] == "48:00:00"
+    assert data["queues"][0]["default"] is True
+    assert data["defaults"]["queue"] == "regular-cpu"
+
+
+# ---- checking -----------------------------------------------------------------------------
+
+
+def test_minimal_profile_and_its_defaults(tmp_path):
+    p = load_profile(write_profile(tmp_path))
+    assert p.port == 22 and p.user is None and p.scratch == p.base_dir
+    assert p.container.runtime == "apptainer" and p.container.bind == ()
+    assert p.schedd.placement == "login" and p.schedd.port == 0
+    assert p.queues[0].batch_queue == "debug" and p.queues[0].gpus_per_node == 0
+    assert p.default_queue.name == "debug"
+
+
+def test_walltime_not_hhmmss_names_file_key_and_fix(tmp_path):
+    path = write_profile(tmp_path, **{'max_walltime = "00:30:00"': 'max_walltime = "48h"'})
+    assert error_of(path) == (
+        'foo.toml: [[queues]][1].max_walltime "48h" is not HH:MM:SS; write e.g. "48:00:00"'
+    )
+
+
+def test_unknown_key_suggests_the_right_one(tmp_path):
+    path = write_profile(tmp_path, **{"login_host =": "login_hots ="})
+    assert error_of(path) == 'foo.toml: unknown key [site].login_hots; did you mean "login_host"?'
+
+
+def test_unknown_section(tmp_path):
+    path = write_profile(tmp_path, text=MINIMAL + "\n[sechd]\nport = 1\n")
+    assert 'unknown key profile.sechd; did you mean "schedd"?' in error_of(path)
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        ({'"256GB"': '"256"'},
+         '[[queues]][1].memory_per_node "256" has no unit; write e.g. "512GB"'),
+        ({'"256GB"': '"lots"'}, '[[queues]][1].memory_per_node "lots" is not a memory size'),
+        ({"max_nodes = 8": "max_nodes = 0"}, "[[queues]][1].max_nodes 0 must be at least 1"),
+        ({"max_nodes = 8": 'max_nodes = "8"'}, '[[queues]][1].max_nodes "8" is not a whole number'),
+        ({'batch_system = "slurm"': 'batch_system = "lsf"'},
+         '[site].batch_system "lsf" is not one of the choices; write "slurm" or "pbs" or "cobalt"'),
+        ({'name = "foo"': 'name = "bar"'},
+         '[site].name "bar" must match the file name; rename the file to "bar.toml"'),
+        ({'login_host = "login.example.org"\n': ""},
+         "[site].login_host is missing; add e.g. login_host = "),
+        ({'base_dir = "$SCRATCH/lumberjack"': 'base_dir = "lumberjack"'},
+         '[site].base_dir "lumberjack" is not a path at the site'),
+        ({'base_dir = "$SCRATCH/lumberjack"': 'base_dir = "/x; rm -rf /"'},
+         "[site].base_dir"),
+        ({'image = "$SCRATCH': 'image = "ftp://x/$SCRATCH'}, "[container].image"),
+        ({"[container]": "[container]\nruntime = \"docker\""},
+         '[container].runtime "docker" is not one of the choices'),
+        ({"[site]": "[site]\nallocation_required = 1"},
+         "[site].allocation_required 1 is not true or false"),
+        ({"[site]": "[site]\nport = 70000"}, "[site].port 70000 is above 65535"),
+    ],
+)  # fmt: skip
+def test_field_errors(tmp_path, edits, expected):
+    message = error_of(write_profile(tmp_path, **edits))
+    assert message.startswith("foo.toml: ")
+    assert expected in message
+
+
+def test_queue_rules(tmp_path):
+    second = MINIMAL + '\n[[queues]]\nname = "debug"\nmax_nodes = 1\ncores_per_node = 1\n'
+    second += 'memory_per_node = "1GB"\nmax_walltime = "01:00:00"\n'
+    assert '[[queues]][2].name "debug" is used by an earlier queue' in error_of(
+        write_profile(tmp_path, text=second)
+    )
+    two = second.replace('name = "debug"\nmax_nodes = 1', 'name = "long"\nmax_nodes = 1')
+    assert "[[queues]] has no default queue; add default = true" in error_of(
+        write_profile(tmp_path, text=two)
+    )
+    both = two.replace("max_nodes = 8", "max_nodes = 8\ndefault = true").replace(
+        "max_nodes = 1", "max_nodes = 1\ndefault = true"
+    )
+    assert 'marks "debug", "long" as default' in error_of(write_profile(tmp_path, text=both))
+    named = two + '\n[defaults]\nqueue = "long"\n'
+    assert load_profile(write_profile(tmp_path, text=named)).default_queue.name == "long"
+    wrong = two + '\n[defaults]\nqueue = "short"\n'
+    assert '[defaults].queue "short" names no [[queues]] entry' in error_of(
+        write_profile(tmp_path, text=wrong)
+    )
+    assert "min_nodes 9 is above max_nodes (8)" in error_of(
+        write_profile(tmp_path, **{"max_nodes = 8": "max_nodes = 8\nmin_nodes = 9"})
+    )
+
+
+def test_defaults_must_fit_the_default_queue(tmp_path):
+    text = MINIMAL + '\n[defaults]\nnodes = 2\nwalltime = "02:00:00"\n'
+    assert error_of(write_profile(tmp_path, text=text)) == (
+        'foo.toml: [defaults].walltime "02:00:00" exceeds the max_walltime (00:30:00) '
+        'of the default queue "debug"; lower it'
+    )
+    text = MINIMAL + '\n[defaults]\nmemory = "300GB"\n'
+    assert '[defaults].memory "300GB" exceeds the memory_per_node (256GB)' in error_of(
+        write_profile(tmp_path, text=text)
+    )
+
+
+def test_directives_must_carry_the_batch_systems_prefix(tmp_path):
+    text = MINIMAL + '\n[batch]\nextra_directives = ["#PBS -l filesystems=home"]\n'
+    assert (
+        "[batch].extra_directives \"#PBS -l filesystems=home\" does not start with '#SBATCH'"
+        in (error_of(write_profile(tmp_path, text=text)))
+    )
+    text = MINIMAL.replace('max_walltime = "00:30:00"', 'max_walltime = "00:30:00"\n'
+                          'directives = ["--qos=debug"]')  # fmt: skip
+    assert '[[queues]][1].directives "--qos=debug" does not start with' in error_of(
+        write_profile(tmp_path, text=text)
+    )
+    text = MINIMAL + '\n[batch]\nchunk_resources = ["system=x"]\n'
+    assert "chunk_resources" in error_of(write_profile(tmp_path, text=text))
+    text = MINIMAL + '\n[batch]\nlauncher = "mpiexec"\n'
+    assert '[batch].launcher "mpiexec" is not one of the choices; write "srun"' in error_of(
+        write_profile(tmp_path, text=text)
+    )
+    text = MINIMAL + '\n[batch]\nsetup = "module load apptainer"\n'
+    assert '[batch].setup "module load apptainer" is not a list of strings' in error_of(
+        write_profile(tmp_path, text=text)
+    )
+
+
+def test_not_toml_and_missing_files(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[site\nname = 1\n")
+    assert error_of(bad).startswith("bad.toml: not valid TOML: ")
+    assert error_of(tmp_path / "none.toml") == "none.toml: no such profile file"
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert error_of(empty) == "empty.toml: [site] is missing; see site-profiles/README.md"
+
+
+def test_local_paths_expand_and_resolve_against_the_profile(tmp_path, monkeypatch):
+    text = MINIMAL.replace(
+        'batch_system = "slurm"',
+        'batch_system = "slurm"\nknown_hosts = "keys/known_hosts"\nidentity_file = "~/.ssh/k"',
+    )
+    profile = load_profile(write_profile(tmp_path / "profiles", text=text))
+    assert profile.known_hosts_path() == tmp_path / "profiles" / "keys" / "known_hosts"
+    assert profile.identity_file_path() == tmp_path / "home" / ".ssh" / "k"
+    assert load_profile(write_profile(tmp_path, "bar")).known_hosts_path() is None
+
+
+# ---- finding profiles -----------------------------------------------------------------------
+
+
+def test_profile_dirs_order(tmp_path, monkeypatch):
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    dirs = profile_dirs()
+    assert dirs[0] == SHIPPED
+    assert dirs[1:] == [
+        tmp_path / "a",
+        tmp_path / "b",
+        tmp_path / "home" / ".config" / "condor-lumberjack" / "sites",
+    ]
+
+
+def test_later_directories_override_and_add(tmp_path, monkeypatch):
+    user_dir = tmp_path / "home" / ".config" / "condor-lumberjack" / "sites"
+    write_profile(user_dir, "perlmutter", text=MINIMAL)
+    write_profile(tmp_path / "extra", "mysite")
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
+    files = profile_files()
+    assert files["perlmutter"] == user_dir / "perlmutter.toml"
+    assert files["mysite"] == tmp_path / "extra" / "mysite.toml"
+    assert find_profile("perlmutter").system == "Example HPC"
+
+
+def test_unknown_site_names_the_known_ones():
+    with pytest.raises(BadInput) as info:
+        find_profile("perlmuter")
+    message = str(info.value)
+    assert message.startswith(
+        "unknown site 'perlmuter'; known sites: anvil, bridges2, delta, expanse, frontier, "
+        "perlmutter, polaris, testbed, theta"
+    )
+    assert message.endswith('did you mean "perlmutter"?')
