@@ -346,7 +346,7 @@ def write_bundle(
         )  # fmt: skip
         path_map.add(rewrite)
         for attr, value in rewrite.proc_overrides.items():
-            _set_attr(ad, attr, value)
+            ad.set(attr, value)
 
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
@@ -366,14 +366,6 @@ def write_bundle(
     )
     bundle_mod.write_manifest(plan.bundle_dir, manifest)
     return manifest
-
-
-def _set_attr(ad: jql.Ad, name: str, value: str) -> None:
-    for existing in list(ad.attrs):
-        if existing.lower() == name.lower():
-            ad.attrs[existing] = value
-            return
-    ad.attrs[name] = value
 
 
 def copy_inputs(

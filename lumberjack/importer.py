@@ -133,15 +133,15 @@ def import_ads(ads: dict[str, jql.Ad], path_map: PathMap) -> tuple[dict[str, jql
             continue
         restore, delete = path_map.jobs[key].reverse_overrides()
         for name in delete:
-            _delete_attr(ad, name)
+            ad.delete(name)
         for name, value in restore.items():
-            _set_attr(ad, name, value)
+            ad.set(name, value)
         status = ad.get("JobStatus", IDLE)
         if status == "4":
             completed += 1
         if status not in FINAL_STATUSES:
             # Stopped at the site before it finished: it runs again, here or elsewhere.
-            _set_attr(ad, "JobStatus", IDLE)
+            ad.set("JobStatus", IDLE)
             idle += 1
     return ads, completed, idle
 
@@ -210,17 +210,3 @@ def place(source: Path, dest: Path, kind: str, ids: tuple[int, int] | None) -> i
     if os.geteuid() == 0 and ids is not None:
         os.chown(dest, *ids)
     return size
-
-
-def _set_attr(ad: jql.Ad, name: str, value: str) -> None:
-    for existing in list(ad.attrs):
-        if existing.lower() == name.lower():
-            ad.attrs[existing] = value
-            return
-    ad.attrs[name] = value
-
-
-def _delete_attr(ad: jql.Ad, name: str) -> None:
-    for existing in list(ad.attrs):
-        if existing.lower() == name.lower():
-            del ad.attrs[existing]

@@ -197,6 +197,21 @@ class Ad:
     target_type: str
     attrs: dict[str, str] = field(default_factory=dict)
 
+    def set(self, name: str, value: str) -> None:
+        """Set attribute ``name`` (case-insensitive: an existing spelling is kept)."""
+        folded = _fold(name)
+        for attr in self.attrs:
+            if _fold(attr) == folded:
+                self.attrs[attr] = value
+                return
+        self.attrs[name] = value
+
+    def delete(self, name: str) -> None:
+        """Remove attribute ``name`` (case-insensitive) if the ad has it."""
+        folded = _fold(name)
+        for attr in [a for a in self.attrs if _fold(a) == folded]:
+            del self.attrs[attr]
+
     def get(self, name: str, default: str | None = None) -> str | None:
         """The expression text of attribute ``name`` (case-insensitive), or ``default``."""
         value = self.attrs.get(name)
