@@ -4,6 +4,8 @@
   export, rewrite, input copy, manifest) against the bare `Schedd.export_jobs` call on an
   identical cluster, N = 1,000 and 10,000, on the testbed's real access-point schedd.
 - job_queue.log throughput: records/s to read, replay+rewrite, and write.
+- shipping to the testbed site: upload vs `tar -c | ssh site tar -x`; resume after a cut
+  (bench/bench_shipping.py).
 
 Results go to BENCHMARKS.md (and bench/results/latest.json). Timings on a shared machine
 are noisy: read the ratios, not the seconds.
@@ -25,6 +27,7 @@ sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_jobqueuelog  # noqa: E402
+import bench_shipping  # noqa: E402
 import journey  # noqa: E402
 import testbed  # noqa: E402
 
@@ -80,6 +83,7 @@ def main() -> int:
     os.environ["LUMBERJACK_STATE_DIR"] = str(work / "state")
     try:
         exports = [bench_export(work, n) for n in (1000, 10000)]
+        shipping = bench_shipping.run(work / "shipping")
     finally:
         if started_here:
             testbed.down()
@@ -91,6 +95,7 @@ def main() -> int:
         ),
         "export": exports,
         "job_queue_log": log,
+        "shipping": shipping,
     }
     (ROOT / "bench" / "results").mkdir(exist_ok=True)
     (ROOT / "bench" / "results" / "latest.json").write_text(json.dumps(results, indent=1))
@@ -130,7 +135,8 @@ inputs, and writes the manifest, as a separate process (interpreter start-up inc
 | operation | records/s |
 |---|---:|
 {rates}
-"""
+
+{bench_shipping.markdown(results["shipping"])}"""
     )
 
 

@@ -125,10 +125,22 @@ def list_returned_files(job_dir: Path, job_id: str) -> list[str]:
     return sorted(found)
 
 
-def import_ads(ads: dict[str, jql.Ad], path_map: PathMap) -> tuple[dict[str, jql.Ad], int, int]:
-    """The queue to hand to the schedd: original paths back; unfinished jobs back to idle."""
+#: Who a job belongs to: a site runs the jobs as its own account (see agent.py).
+IDENTITY_ATTRS = ("Owner", "User")
+
+
+def import_ads(
+    ads: dict[str, jql.Ad], path_map: PathMap, original: dict[str, jql.Ad] | None = None
+) -> tuple[dict[str, jql.Ad], int, int]:
+    """The queue to hand to the schedd: original paths and owners back; unfinished jobs
+    back to idle."""
     completed = idle = 0
     for key, ad in ads.items():
+        if original is not None and key in original:
+            for name in IDENTITY_ATTRS:
+                value = original[key].get(name)
+                if value is not None:
+                    ad.set(name, value)
         if jql.key_kind(key) != "proc":
             continue
         restore, delete = path_map.jobs[key].reverse_overrides()
@@ -159,7 +171,9 @@ def run_import(
     for paths, placements, _job_dir in plans:
         for p in placements:
             report.placements.append({"job": paths.job_id, "kind": p.kind, "dest": p.dest})
-    ads, report.completed, report.handed_back_idle = import_ads(ads, path_map)
+    ads, report.completed, report.handed_back_idle = import_ads(
+        ads, path_map, _sent_queue(bundle_dir)
+    )
     if dry_run:
         return report
 
@@ -189,6 +203,14 @@ def run_import(
             os.chown(merge_dir / "job_queue.log", *ids)
         schedd.import_results(merge_dir)
     return report
+
+
+def _sent_queue(bundle_dir: Path) -> dict[str, jql.Ad] | None:
+    """The queue as it left the access point (the bundle's spool), for its owners."""
+    try:
+        return jql.read_log(bundle_dir / "spool" / "job_queue.log")
+    except (OSError, jql.JobQueueLogError):
+        return None
 
 
 def place(source: Path, dest: Path, kind: str, ids: tuple[int, int] | None) -> int:

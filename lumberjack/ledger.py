@@ -102,7 +102,9 @@ def check_name(name: str) -> str:
 class Ledger:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or state_dir()
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # 0711: the schedd writes an export's queue into the bundle as the job's owner,
+        # who may not be the account running lumberjack (root on an access point).
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.path = self.directory / "ledger.sqlite"
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -113,7 +115,12 @@ class Ledger:
         self._db.close()
 
     def bundles_dir(self) -> Path:
-        return self.directory / "bundles"
+        """Where `export --site` writes bundles; traversable (not listable) by others."""
+        path = self.directory / "bundles"
+        path.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(self.directory, os.stat(self.directory).st_mode | 0o111)
+        os.chmod(path, 0o711)
+        return path
 
     def create(
         self,

@@ -106,6 +106,12 @@ class Site:
     def user(self) -> str:
         return SITE_USER
 
+    @property
+    def image(self) -> Path:
+        """Host path of the site image, where the testbed profile's [container] image
+        (/home/hpcuser/lumberjack/image/lumberjack-site.sif) points inside the site."""
+        return self.user_home / "lumberjack" / "image" / "lumberjack-site.sif"
+
     def binds(self) -> list[str]:
         return [str(testbed_dir()), f"{self.home}=/home"]
 
@@ -136,6 +142,25 @@ class Site:
         self.pid_file.write_text(str(pid))
         self._wait_ready(rootfs, started + timeout)
         log(f"site {HOSTNAME} up in {time.monotonic() - started:.1f} s")
+
+    def install_image(self, sif: Path) -> None:
+        """Put the testbed's site image where the profile expects it, owned by the site
+        account. A copy (not a hard link, which would hand the cache to hpcuser), made
+        only when the installed one differs from the cached build."""
+        target = self.image
+        source = sif.stat()
+        if target.is_file():
+            installed = target.stat()
+            if (installed.st_size, installed.st_mtime_ns) == (source.st_size, source.st_mtime_ns):
+                return
+        for directory in (self.user_home, target.parent.parent, target.parent):
+            directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+            os.chown(directory, SITE_UID, SITE_UID)
+        partial = target.with_name(f".{target.name}.partial")
+        shutil.copy2(sif, partial)
+        os.chown(partial, SITE_UID, SITE_UID)
+        os.chmod(partial, 0o644)
+        os.replace(partial, target)
 
     def down(self) -> None:
         if self.pid_file.exists():

@@ -25,6 +25,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RECIPE_FILES = ("build-rootfs.sh", "packages.txt")
+SITE_IMAGE_DIR = HERE.parent / "site-image"
+# The testbed's build reads only these; the .def's package list must equal packages.txt
+# (build-testbed-image.sh and tests/unit/test_site_image_recipe.py check), so editing the
+# .def's comments does not rebuild the cached image.
+SITE_IMAGE_RECIPE = ("packages.txt", "build-testbed-image.sh")
 
 SUBMITTER = "alice"
 SUBMITTER_UID = 4242
@@ -44,10 +49,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get("LUMBERJACK_TESTBED_CACHE", Path(base) / "condor-lumberjack"))
 
 
-def recipe_hash() -> str:
+def recipe_hash(directory: Path = HERE, files: tuple[str, ...] = RECIPE_FILES) -> str:
     digest = hashlib.sha256()
-    for name in RECIPE_FILES:
-        digest.update((HERE / name).read_bytes())
+    for name in files:
+        digest.update((directory / name).read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -60,6 +65,34 @@ def ensure_rootfs() -> Path:
         subprocess.run([str(HERE / "build-rootfs.sh"), str(rootfs)], check=True)
     check_versions(rootfs)
     return rootfs
+
+
+def ensure_site_image(rootfs: Path) -> Path:
+    """The testbed's build of the site image (containers/site-image/), made once from the
+    same package list as lumberjack-site.def but without any registry pull, and cached
+    next to the rootfs under a name keyed by a hash of its recipe."""
+    sif = cache_dir() / f"site-image-{recipe_hash(SITE_IMAGE_DIR, SITE_IMAGE_RECIPE)}.sif"
+    if not sif.is_file():
+        sif.parent.mkdir(parents=True, exist_ok=True)
+        log(f"building the site image into {sif} (a few minutes, once)")
+        script = SITE_IMAGE_DIR / "build-testbed-image.sh"
+        subprocess.run([str(script), str(rootfs), str(sif)], check=True, env=_clean_env())
+    condor = site_image_versions(sif).get("condor", "missing")
+    if not condor.startswith(TESTED_VERSIONS["condor"]) and not os.environ.get(
+        "LUMBERJACK_ANY_VERSION"
+    ):
+        raise SystemExit(
+            f"testbed: the site image has condor {condor}, not the tested "
+            f"{TESTED_VERSIONS['condor']}x; set LUMBERJACK_ANY_VERSION=1 to try anyway"
+        )
+    return sif
+
+
+def site_image_versions(sif: Path) -> dict[str, str]:
+    """What build-testbed-image.sh recorded next to the SIF: `condor <deb version>` and
+    the image's `$CondorVersion: ...` line."""
+    lines = sif.with_suffix(".versions").read_text().splitlines()
+    return dict(line.split(" ", 1) for line in lines if " " in line)
 
 
 def installed_versions(rootfs: Path) -> dict[str, str]:
@@ -380,6 +413,7 @@ def remote_pool(spool: Path, name: str = "lj-remote", port: int = 29619) -> Pool
 
 def up() -> dict[str, str]:
     rootfs = ensure_rootfs()
+    image = ensure_site_image(rootfs)
     tb = testbed_dir()
     tb.mkdir(parents=True, exist_ok=True)
     os.chmod(tb, 0o755)
@@ -391,6 +425,7 @@ def up() -> dict[str, str]:
     ACCESS_POINT.start(rootfs)
     log(f"access point pool up in {time.monotonic() - started:.1f} s")
     site().up(rootfs)
+    site().install_image(image)
     return env()
 
 
@@ -468,7 +503,9 @@ def main(argv: list[str]) -> int:
     elif command == "down":
         down()
     elif command == "build":
-        print(ensure_rootfs())
+        rootfs = ensure_rootfs()
+        print(rootfs)
+        print(ensure_site_image(rootfs))
     elif command == "env":
         for key, value in env().items():
             print(f"export {key}={value}")

@@ -27,6 +27,7 @@ def _register() -> None:
     from lumberjack.cli import (
         export_cmd,  # noqa: F401
         inspect_cmd,  # noqa: F401
+        site_cmd,  # noqa: F401
         sites_cmd,  # noqa: F401
     )
 

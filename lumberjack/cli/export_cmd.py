@@ -10,6 +10,7 @@ from lumberjack import export as export_mod
 from lumberjack import importer
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option
+from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
 from lumberjack.ledger import Ledger
 from lumberjack.schedd import LocalSchedd
@@ -49,6 +50,7 @@ from lumberjack.schedd import LocalSchedd
     metavar="PATH",
     help="SPOOL directory of the schedd that will run the jobs (offline bundles).",
 )
+@request_options
 @click.option("--dry-run", is_flag=True, help="Check and show what would happen; change nothing.")
 @json_option
 def export_command(
@@ -61,53 +63,109 @@ def export_command(
     remote_spool: str | None,
     dry_run: bool,
     as_json: bool,
+    **request_flags: object,
 ) -> None:
-    """Take jobs out of the local schedd into a bundle for another schedd.
+    """Take jobs out of the local schedd into a bundle for a site or another schedd.
 
     The jobs are marked as managed externally (the local schedd will not run them) until
     `import` brings their results back or `unexport` hands them back unrun.
 
     \b
     Examples:
+      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --nodes 4
+      condor_lumberjack export --ids 12 13 --site testbed --walltime 2h --dry-run
       condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
-      condor_lumberjack export -c 'JobBatchName == "calib"' --out calib --remote-spool /s --dry-run
     """
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
-    if out is None and site is None:
-        raise BadInput("give --out DIR for an offline bundle, or --site SITE")
-    if site is not None:
-        from lumberjack.sites import find_profile
-
-        find_profile(site)  # an unknown site is refused before anything else happens
-        raise BadInput(
-            f"shipping to site {site!r} is not available in this release; "
-            "use --out DIR --remote-spool PATH for an offline bundle"
-        )
-    if not remote_spool:
-        raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
+    if (out is None) == (site is None):
+        raise BadInput("give either --site SITE, or --out DIR for an offline bundle")
     ledger = Ledger()
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     if ledger.find(name):
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
     schedd = LocalSchedd()
+    if site is not None:
+        export_to_site(ledger, schedd, selection, site, name, dry_run, as_json, request_flags)
+        return
+    if not remote_spool:
+        raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=out.resolve(), remote_spool=remote_spool
     )
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))
         return
+    _run_export(schedd, ledger, plan, jobs, None, as_json, {})
+
+
+def export_to_site(
+    ledger: Ledger,
+    schedd: LocalSchedd,
+    selection: export_mod.Selection,
+    site: str,
+    name: str,
+    dry_run: bool,
+    as_json: bool,
+    request_flags: dict[str, object],
+) -> dict:
+    """Export for a site: request checked against the profile before any login, then
+    one SSH connection resolves where the export will live there."""
+    from lumberjack import lifecycle
+    from lumberjack.request import report_dict, report_lines
+    from lumberjack.sites import find_profile
+
+    profile = find_profile(site)
+    jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
+    request = request_from_options(
+        profile, job_runtimes_s=export_mod.runtimes_s(jobs), **request_flags
+    )
+    report = report_lines(request, profile)
+    with lifecycle.Site(profile) as connection:
+        remote_dir = connection.export_dir(name)
+    bundle_dir = ledger.bundles_dir() / name
+    plan, jobs, _ = export_mod.plan_export(
+        schedd, selection, name=name, bundle_dir=bundle_dir,
+        remote_spool=f"{remote_dir}/spool",
+    )  # fmt: skip
+    info = {"remote_dir": remote_dir, "request": lifecycle.request_info(request)}
+    extra = {"site": site, "remote_dir": remote_dir, "request": report_dict(request, profile)}
+    if dry_run:
+        text = _plan_text(plan, dry=True) + "\n" + "\n".join(report)
+        emit(as_json, {"ok": True, "dry_run": True, **plan.to_json(), **extra}, text)
+        return extra
+    _run_export(schedd, ledger, plan, jobs, site, as_json, extra, info, report)
+    return extra
+
+
+def _run_export(
+    schedd: LocalSchedd,
+    ledger: Ledger,
+    plan: export_mod.Plan,
+    jobs: list[dict],
+    site: str | None,
+    as_json: bool,
+    extra: dict,
+    info: dict | None = None,
+    report: list[str] | None = None,
+) -> None:
     with click.progressbar(
         length=plan.input_bytes, label="copying inputs", file=_bar_file(as_json)
     ) as bar:
-        manifest = export_mod.run_export(schedd, ledger, plan, jobs, site=site, progress=bar.update)
+        manifest = export_mod.run_export(
+            schedd, ledger, plan, jobs, site=site, info=info, progress=bar.update
+        )
     data = {
         "ok": True,
         **plan.to_json(),
+        **extra,
         "files": len(manifest.files),
         "bytes": manifest.total_bytes(),
     }
-    emit(as_json, data, _plan_text(plan, dry=False))
+    text = _plan_text(plan, dry=False)
+    if report:
+        text += "\n" + "\n".join(report) + f"\nnext: condor_lumberjack ship {plan.name}"
+    emit(as_json, data, text)
 
 
 def _bar_file(as_json: bool):  # type: ignore[no-untyped-def]
@@ -149,13 +207,21 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
       condor_lumberjack import calib --dry-run --json
     """
     ledger = Ledger()
+    if in_dir is None and name and ledger.get(name).site:
+        from lumberjack import lifecycle
+
+        record = ledger.get(name)
+        with ledger.lock(name):
+            data = lifecycle.import_results(
+                ledger, None if dry_run else LocalSchedd(), record, dry_run=dry_run
+            )
+        emit(as_json, {"ok": True, "dry_run": dry_run, **data}, _import_text(data, dry_run))
+        return
     if in_dir is not None:
         bundle_dir, spool = importer.find_returned_spool(in_dir.resolve())
     elif name:
         record = ledger.get(name)
-        bundle_dir, spool = importer.find_returned_spool(
-            Path(record.info.get("fetched_dir", record.bundle_dir))
-        )
+        bundle_dir, spool = importer.find_returned_spool(record.bundle_dir)
     else:
         raise BadInput("give an export NAME or --in DIR")
     schedd = None if dry_run else LocalSchedd()
@@ -163,12 +229,16 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
     record = ledger.find(report.name)
     if record and not dry_run:
         ledger.set_phase(report.name, "imported")
-    text = (
-        f"{'would import' if dry_run else 'imported'} {report.jobs} jobs of {report.name!r}: "
-        f"{report.completed} completed, {report.handed_back_idle} handed back idle; "
-        f"{len(report.placements)} output files"
-    )
+    text = _import_text(report.to_json(), dry_run)
     emit(as_json, {"ok": True, "dry_run": dry_run, **report.to_json()}, text)
+
+
+def _import_text(data: dict, dry_run: bool) -> str:
+    return (
+        f"{'would import' if dry_run else 'imported'} {data['jobs']} jobs of {data['name']!r}: "
+        f"{data['completed']} completed, {data['handed_back_idle']} handed back idle; "
+        f"{len(data['placements'])} output files"
+    )
 
 
 @cli.command("unexport")

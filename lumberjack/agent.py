@@ -1,0 +1,454 @@
+"""The site agent: the part of lumberjack that runs ON the HPC login node.
+
+The access point ships it as a zipapp (agent.pyz, see agent_zipapp.py) next to the
+bundle, so nothing but python3 (>= 3.9) and apptainer/singularity must exist at the
+site. It acts on one export directory (see remote_pool.ExportLayout) and prints one
+JSON object on stdout; errors are {"error": "..."} with a non-zero exit code.
+
+    python3 agent.pyz launch EXPORT_DIR    place the queue, start the pool, submit pilots
+    python3 agent.pyz status EXPORT_DIR    jobs by status, pilots, pool running or not
+    python3 agent.pyz stop   EXPORT_DIR    condor_off -schedd, cancel pilots, stop instance
+    python3 agent.pyz remove EXPORT_DIR    delete the export directory (pool must be down)
+
+`launch` reads EXPORT_DIR/launch.json (written by the access point: image, binds, batch
+system, pilot count and spec). Every command is idempotent; `launch` never puts a queue
+in place again once a schedd has started on it (that could run a job twice), and submits
+pilots only when idle jobs are left and no pilot of this export is queued or running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from lumberjack import jobqueuelog as jql
+from lumberjack import remote_pool
+from lumberjack.batch import BatchError, PilotSpec, PilotState, get_batch_system
+from lumberjack.remote_pool import ExportLayout, PoolSettings
+
+JOB_STATUS = {
+    "1": "idle",
+    "2": "running",
+    "3": "removed",
+    "4": "completed",
+    "5": "held",
+    "6": "transferring_output",
+    "7": "suspended",
+}
+FINISHED = ("completed", "removed")
+QUEUE_LOG = "job_queue.log"
+PLACED_MARK = "queue-placed"  # in pool/: the queue went in; never again
+SCHEDD_TIMEOUT_S = 120
+
+
+class AgentError(Exception):
+    """A one-line reason the command could not be done."""
+
+
+# ---- placing the queue ---------------------------------------------------------------
+
+
+def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict[str, Any]:
+    """Install bundle/spool as the schedd's SPOOL, jobs owned by the site account."""
+    mark = Path(layout.pool, PLACED_MARK)
+    if mark.exists():
+        return {"placed": False, "reason": "already placed"}
+    bundle = Path(layout.bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    if os.path.realpath(manifest["remote_spool"]) != os.path.realpath(layout.spool):
+        raise AgentError(
+            f"the bundle was exported for spool {manifest['remote_spool']}, "
+            f"not {layout.spool}; export it again for this site"
+        )
+    source = bundle / "spool"
+    spool = Path(layout.spool)
+    spool.mkdir(parents=True, exist_ok=True)
+    linked = 0
+    for entry in manifest["files"]:
+        relative = entry["path"]
+        if relative == QUEUE_LOG:
+            continue
+        target = spool / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            _link_or_copy(source / relative, target)
+            linked += 1
+    for job in manifest["path_map"]["jobs"].values():
+        Path(job["remote_iwd"]).mkdir(parents=True, exist_ok=True)
+    ads = jql.read_log(source / QUEUE_LOG)
+    owners = run_as_site_account(ads, site_user, trust_domain)
+    # The queue goes in last, atomically: a schedd never sees jobs without their inputs.
+    jql.write_log(spool / QUEUE_LOG, ads)
+    Path(layout.pool).mkdir(parents=True, exist_ok=True)
+    mark.write_text(f"{time.time():.0f}\n")
+    return {"placed": True, "files": linked, "jobs": _count_procs(ads), "owners": owners}
+
+
+def run_as_site_account(ads: dict[str, jql.Ad], site_user: str, trust_domain: str) -> list[str]:
+    """Make every job the site account's: a schedd that is not root runs only its own.
+
+    Import restores the original Owner/User from the access point's own copy.
+    """
+    before = set()
+    for key, ad in ads.items():
+        if jql.key_kind(key) not in ("cluster", "proc"):
+            continue
+        owner = ad.get("Owner")
+        if owner is not None:
+            before.add(owner.strip('"'))
+            ad.set("Owner", json.dumps(site_user))
+        if ad.get("User") is not None:
+            ad.set("User", json.dumps(f"{site_user}@{trust_domain}"))
+    return sorted(before)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    # Inputs are read-only for the jobs: a hard link saves scratch space.
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _count_procs(ads: dict[str, jql.Ad]) -> int:
+    return sum(1 for key in ads if jql.key_kind(key) == "proc")
+
+
+# ---- the pool in an Apptainer instance -----------------------------------------------
+
+
+def instance_name(layout: ExportLayout) -> str:
+    return f"lumberjack-{layout.name}"
+
+
+def _client():  # -> spython Client
+    from spython.main import Client
+
+    Client.quiet = True  # Apptainer's INFO lines would be mixed into results
+    return Client
+
+
+def instance_running(layout: ExportLayout) -> bool:
+    listing = _client().instances(name=instance_name(layout), return_json=True, quiet=True)
+    return bool(listing)
+
+
+def pool_processes(layout: ExportLayout, program: str | None = None) -> list[int]:
+    """PIDs of this export's HTCondor daemons, found by their CONDOR_CONFIG.
+
+    The instance has its own PID namespace, but its processes are visible (and, being
+    ours, readable) in /proc on the login node.
+    """
+    wanted = f"CONDOR_CONFIG={layout.pool_config}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if wanted in environ and (program is None or comm == program):
+            found.append(int(entry.name))
+    return found
+
+
+def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
+    if pool_processes(layout, "condor_master"):
+        return {"started": False, "reason": "already running"}
+    local = Path(layout.pool_local)
+    for sub in ("log", "lock", "run", "execute", "passwords.d", "tokens.d"):
+        (local / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(local / "passwords.d", 0o700)
+    os.chmod(local / "tokens.d", 0o700)
+    Path(layout.pool_config).write_text(remote_pool.pool_config(settings))
+    client = _client()
+    if not instance_running(layout):
+        binds = [layout.root, *settings.binds]
+        options = [arg for bind in binds for arg in ("--bind", bind)]
+        client.instance(settings.image, name=instance_name(layout), options=options, quiet=True)
+        if not instance_running(layout):
+            raise AgentError(f"apptainer could not start an instance of {settings.image}")
+    address_file = Path(layout.spool, ".schedd_address")
+    address_file.unlink(missing_ok=True)
+    _in_pool(layout, "condor_master")
+    deadline = time.monotonic() + SCHEDD_TIMEOUT_S
+    while not address_file.exists():
+        if time.monotonic() > deadline:
+            raise AgentError(f"no schedd after {SCHEDD_TIMEOUT_S} s; see {layout.pool_local}/log")
+        time.sleep(0.5)
+    _write_json(Path(layout.pool_state), {"address": settings.address, "port": settings.port})
+    return {"started": True, "collector": settings.collector}
+
+
+def _in_pool(layout: ExportLayout, *command: str) -> str:
+    """Run an HTCondor command inside the pool's instance, as the site account."""
+    result = _client().execute(
+        f"instance://{instance_name(layout)}",
+        ["env", f"CONDOR_CONFIG={layout.pool_config}", *command],
+        return_result=True,
+        quiet=True,
+    )
+    if result["return_code"] != 0:
+        message = result["message"]
+        lines = (message if isinstance(message, str) else " ".join(message)).strip().splitlines()
+        raise AgentError(f"{command[0]} failed: {lines[-1] if lines else 'no output'}")
+    message = result["message"]
+    return message if isinstance(message, str) else "".join(message)
+
+
+def choose_port(address: str) -> int:
+    # The kernel picks a free port; the collector binds it a moment later.
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return probe.getsockname()[1]
+
+
+def login_address() -> str:
+    """The address of this login node that its compute nodes reach."""
+    return socket.gethostbyname(socket.gethostname())
+
+
+# ---- pilots ---------------------------------------------------------------------------
+
+
+def submit_pilots(layout: ExportLayout, settings: PoolSettings, launch: dict) -> dict[str, Any]:
+    batch = get_batch_system(launch["batch_system"])
+    submitted = _read_json(Path(layout.pilot_list), [])
+    states = pilot_states(layout, batch, submitted)
+    alive = [job for job, state in states.items() if state in _ALIVE]
+    counts = job_counts(layout)
+    if alive:
+        return {"submitted": [], "alive": alive, "reason": "pilots queued or running"}
+    if not counts.get("idle"):
+        return {"submitted": [], "alive": [], "reason": "no idle jobs"}
+    pilots_dir = Path(layout.pilots)
+    (pilots_dir / "out").mkdir(parents=True, exist_ok=True)
+    write_pilot_files(layout, settings, launch)
+    spec_fields = {f.name for f in fields(PilotSpec)}
+    new = []
+    for index in range(launch["pilots"]):
+        spec = PilotSpec(
+            **{key: value for key, value in launch["spec"].items() if key in spec_fields},
+        )
+        spec.name = f"lj-{layout.name}-{len(submitted) + index + 1}"[:63]
+        spec.node_command = layout.node_script
+        spec.retire_command = remote_pool.RETIRE_COMMAND
+        spec.output_dir = str(pilots_dir / "out")
+        script = pilots_dir / f"{spec.name}.sh"
+        script.write_text(batch.render_pilot_script(spec))
+        script.chmod(0o755)
+        result = subprocess.run(
+            batch.submit_command(str(script)), capture_output=True, text=True, cwd=pilots_dir
+        )
+        job_id = batch.parse_submit_output(result.stdout, result.stderr, result.returncode)
+        # Recorded at once: a crash after this line still knows the pilot exists.
+        submitted.append(job_id)
+        _write_json(Path(layout.pilot_list), submitted)
+        new.append(job_id)
+    return {"submitted": new, "alive": alive}
+
+
+def write_pilot_files(layout: ExportLayout, settings: PoolSettings, launch: dict) -> None:
+    spec = launch["spec"]
+    tokens = Path(layout.pilot_tokens)
+    tokens.mkdir(parents=True, exist_ok=True)
+    os.chmod(tokens, 0o700)
+    token = _in_pool(
+        layout,
+        "condor_token_create",
+        "-identity",
+        settings.pilot_identity,
+        "-lifetime",
+        str(int(launch["token_lifetime_s"])),
+        *[arg for authz in remote_pool.PILOT_AUTHZ for arg in ("-authz", authz)],
+    ).strip()
+    _write_secret(tokens / "pilot", token + "\n")
+    Path(layout.pilot_config).write_text(remote_pool.pilot_config(settings))
+    node = remote_pool.node_script(
+        settings,
+        cores=spec["cores_per_node"],
+        memory_mb=spec["memory_per_node_mb"],
+        walltime_s=spec["walltime_s"],
+        retire_s=spec["retire_s"],
+    )
+    Path(layout.node_script).write_text(node)
+    os.chmod(layout.node_script, 0o755)
+
+
+_ALIVE = (PilotState.QUEUED, PilotState.RUNNING, PilotState.FINISHING, PilotState.UNKNOWN)
+
+
+def pilot_states(layout: ExportLayout, batch: Any, job_ids: list[str]) -> dict[str, PilotState]:
+    if not job_ids:
+        return {}
+    result = subprocess.run(batch.query_command(job_ids), capture_output=True, text=True)
+    return batch.parse_query_output(result.stdout, job_ids, result.stderr, result.returncode)
+
+
+def cancel_pilots(layout: ExportLayout, batch: Any) -> list[str]:
+    submitted = _read_json(Path(layout.pilot_list), [])
+    states = pilot_states(layout, batch, submitted)
+    alive = [job for job, state in states.items() if state in _ALIVE]
+    if alive:
+        subprocess.run(batch.cancel_command(alive), capture_output=True, text=True)
+    return alive
+
+
+# ---- status and stop -----------------------------------------------------------------
+
+
+def job_counts(layout: ExportLayout) -> dict[str, int]:
+    """Jobs by status, read from the schedd's own log (works while it is down, too)."""
+    path = Path(layout.spool, QUEUE_LOG)
+    if not path.exists():
+        path = Path(layout.bundle, "spool", QUEUE_LOG)
+    ads = jql.read_log(path)
+    counts: Counter[str] = Counter()
+    for key, ad in ads.items():
+        if jql.key_kind(key) == "proc":
+            counts[JOB_STATUS.get(ad.get("JobStatus", "1") or "1", "other")] += 1
+    return dict(counts)
+
+
+def status(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
+    counts = job_counts(layout)
+    total = sum(counts.values())
+    pilots: dict[str, str] = {}
+    if launch:
+        batch = get_batch_system(launch["batch_system"])
+        submitted = _read_json(Path(layout.pilot_list), [])
+        try:
+            pilots = {k: str(v) for k, v in pilot_states(layout, batch, submitted).items()}
+        except BatchError as exc:
+            pilots = {"error": str(exc)}
+    return {
+        "jobs": counts,
+        "total": total,
+        "finished": total > 0 and sum(counts.get(s, 0) for s in FINISHED) == total,
+        "pool_running": bool(pool_processes(layout, "condor_master")),
+        "placed": Path(layout.pool, PLACED_MARK).exists(),
+        "pilots": pilots,
+    }
+
+
+def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
+    """Stop the schedd cleanly (its log final), then the pilots, then the instance."""
+    stopped_schedd = False
+    if pool_processes(layout, "condor_schedd") and instance_running(layout):
+        _in_pool(layout, "condor_off", "-graceful", "-schedd")
+        _wait_gone(layout, "condor_schedd")
+        stopped_schedd = True
+    cancelled = cancel_pilots(layout, get_batch_system(launch["batch_system"])) if launch else []
+    if instance_running(layout):
+        name = instance_name(layout)
+        _client().instance(f"instance://{name}", name=name, start=False).stop(quiet=True)
+    _wait_gone(layout, None)
+    return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled}
+
+
+def _wait_gone(layout: ExportLayout, program: str | None) -> None:
+    deadline = time.monotonic() + SCHEDD_TIMEOUT_S
+    while pool_processes(layout, program):
+        if time.monotonic() > deadline:
+            raise AgentError(f"{program or 'the pool'} still running after {SCHEDD_TIMEOUT_S} s")
+        time.sleep(0.5)
+
+
+def remove(layout: ExportLayout) -> dict[str, Any]:
+    if pool_processes(layout) or instance_running(layout):
+        raise AgentError(f"the pool of {layout.name} still runs; stop it first")
+    root = Path(layout.root)
+    existed = root.exists()
+    if existed:
+        shutil.rmtree(root)
+    return {"removed": existed}
+
+
+# ---- helpers and entry point ---------------------------------------------------------
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _write_secret(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+def settings_for(layout: ExportLayout, launch: dict) -> PoolSettings:
+    state = _read_json(Path(layout.pool_state), {})
+    address = launch.get("address") or state.get("address") or login_address()
+    port = launch.get("port") or state.get("port") or choose_port(address)
+    return PoolSettings(
+        layout=layout,
+        site_user=getpass.getuser(),
+        address=address,
+        port=int(port),
+        image=launch["image"],
+        binds=tuple(launch.get("binds", ())),
+        idle_shutdown_s=int(launch.get("idle_shutdown_s", 300)),
+    )
+
+
+def launch(layout: ExportLayout) -> dict[str, Any]:
+    plan = _read_json(Path(layout.root, "launch.json"), None)
+    if plan is None:
+        raise AgentError(f"{layout.root}/launch.json is missing; run launch from the access point")
+    if not Path(plan["image"]).is_file():
+        raise AgentError(f"site image {plan['image']} not found; see the site profile's image")
+    settings = settings_for(layout, plan)
+    placed = place_queue(layout, settings.site_user, settings.trust_domain)
+    pool = start_pool(layout, settings)
+    pilots = submit_pilots(layout, settings, plan)
+    return {"place": placed, "pool": pool, "pilots": pilots}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agent.pyz", description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("launch", "status", "stop", "remove"))
+    parser.add_argument("export_dir")
+    args = parser.parse_args(argv)
+    layout = ExportLayout(os.path.abspath(args.export_dir))
+    plan = _read_json(Path(layout.root, "launch.json"), None)
+    try:
+        if args.command == "launch":
+            result = launch(layout)
+        elif args.command == "status":
+            result = status(layout, plan)
+        elif args.command == "stop":
+            result = stop(layout, plan)
+        else:
+            result = remove(layout)
+    except (AgentError, BatchError, jql.JobQueueLogError, OSError, ValueError) as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""`ship`, `launch`, `status`, `fetch`, `cleanup`, `sync` and `run`: an export at its site."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable
+
+import click
+
+from lumberjack import lifecycle
+from lumberjack.cli import cli
+from lumberjack.cli.common import emit, json_option
+from lumberjack.cli.request_options import request_options
+from lumberjack.errors import Busy, LumberjackError
+from lumberjack.ledger import ExportRecord, Ledger
+
+name_argument = click.argument("name")
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Show what would be done; change nothing."
+)
+
+
+def _progress_wanted(as_json: bool) -> bool:
+    return not as_json and sys.stderr.isatty()
+
+
+def _one_step(
+    name: str,
+    as_json: bool,
+    dry_run: bool,
+    step: Callable[[Ledger, lifecycle.Site, ExportRecord], dict[str, Any]],
+    describe: str,
+    allowed: tuple[str, ...],
+) -> None:
+    """The shape every single-step command shares: checks, lock, one connection."""
+    ledger = Ledger()
+    record = ledger.get(name)
+    lifecycle.check_phase(record, allowed, describe)
+    if dry_run:
+        emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
+             f"would {describe} {name!r} (phase {record.phase}, site {record.site})")  # fmt: skip
+        return
+    with ledger.lock(name), lifecycle.site_for(record, progress=_progress_wanted(as_json)) as site:
+        result = step(ledger, site, record)
+    phase = ledger.get(name).phase
+    emit(as_json, {"ok": True, "name": name, "phase": phase, **result},
+         f"{describe}: {name!r} is now {phase}\n{_summary(result)}")  # fmt: skip
+
+
+def _summary(result: dict[str, Any]) -> str:
+    return "\n".join(f"  {key}: {value}" for key, value in result.items())
+
+
+@cli.command("ship")
+@name_argument
+@dry_run_option
+@json_option
+def ship_command(name: str, dry_run: bool, as_json: bool) -> None:
+    """Send an export's bundle and the site agent to its site over SSH.
+
+    Resumable: run it again after an interruption and only missing or changed files
+    move; every file is checked against the manifest's sha256 at the site.
+
+    \b
+    Example:
+      condor_lumberjack ship calib
+    """
+    _one_step(name, as_json, dry_run, lifecycle.ship, "ship", lifecycle.SHIP_FROM)
+
+
+@cli.command("launch")
+@name_argument
+@dry_run_option
+@json_option
+def launch_command(name: str, dry_run: bool, as_json: bool) -> None:
+    """Start the remote pool on the shipped queue and submit the pilots.
+
+    Safe to repeat: the queue is never put in place twice, and pilots are submitted
+    only when idle jobs are left and none of this export's pilots is queued or running.
+
+    \b
+    Example:
+      condor_lumberjack launch calib
+    """
+    _one_step(name, as_json, dry_run, lifecycle.launch, "launch", lifecycle.LAUNCH_FROM)
+
+
+@cli.command("status")
+@name_argument
+@json_option
+def status_command(name: str, as_json: bool) -> None:
+    """Jobs by status and pilots at the site (read-only).
+
+    \b
+    Example:
+      condor_lumberjack status calib --json
+    """
+    ledger = Ledger()
+    record = ledger.get(name)
+    if record.phase not in lifecycle.STATUS_FROM:
+        emit(as_json, {"ok": True, "name": name, "phase": record.phase},
+             f"{name}: phase {record.phase} (nothing running at a site)")  # fmt: skip
+        return
+    with lifecycle.site_for(record) as site:
+        answer = lifecycle.status(ledger, site, record)
+    phase = ledger.get(name).phase
+    jobs = ", ".join(f"{count} {state}" for state, count in sorted(answer["jobs"].items()))
+    pilots = ", ".join(f"{job} {state}" for job, state in answer["pilots"].items()) or "none"
+    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer},
+         f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
+         f"  pool:   {'running' if answer['pool_running'] else 'stopped'}")  # fmt: skip
+
+
+@cli.command("fetch")
+@name_argument
+@dry_run_option
+@json_option
+def fetch_command(name: str, dry_run: bool, as_json: bool) -> None:
+    """Stop the remote schedd and bring its spool and the outputs back, verified.
+
+    Jobs that had not finished return too; `import` gives them back to the local schedd
+    as idle.
+
+    \b
+    Example:
+      condor_lumberjack fetch calib && condor_lumberjack import calib
+    """
+    _one_step(name, as_json, dry_run, lifecycle.fetch, "fetch", lifecycle.FETCH_FROM)
+
+
+@cli.command("cleanup")
+@name_argument
+@dry_run_option
+@json_option
+def cleanup_command(name: str, dry_run: bool, as_json: bool) -> None:
+    """Remove a finished export's directory at the site and its local bundle.
+
+    Only for exports that were imported, unexported or failed.
+
+    \b
+    Example:
+      condor_lumberjack cleanup calib
+    """
+    ledger = Ledger()
+    record = ledger.get(name)
+    if not record.site:
+        lifecycle.check_phase(record, lifecycle.CLEANUP_FROM, "cleanup")
+        if dry_run:
+            emit(as_json, {"ok": True, "dry_run": True}, f"would remove {record.bundle_dir}")
+            return
+        with ledger.lock(name):
+            result = lifecycle.cleanup(ledger, None, record)
+        emit(as_json, {"ok": True, "name": name, **result}, f"cleaned {name!r}")
+        return
+    _one_step(name, as_json, dry_run, lifecycle.cleanup, "cleanup", lifecycle.CLEANUP_FROM)
+
+
+@cli.command("sync")
+@click.option("--name", "names", multiple=True, help="Only these exports (default: all).")
+@dry_run_option
+@json_option
+def sync_command(names: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Advance every export one safe step or more; for cron, safe to run every minute.
+
+    An export another lumberjack process is working on is skipped, not waited for. An
+    export left half-exported by a crash is handed back to the local schedd.
+
+    \b
+    Example crontab line:
+      * * * * * condor_lumberjack sync --json >> ~/.local/state/condor-lumberjack/sync.log 2>&1
+    """
+    ledger = Ledger()
+    results = lifecycle.sync(ledger, names=names, dry_run=dry_run)
+    failed = [r for r in results if r.get("error")]
+    lines = [
+        f"{r['name']:24} {r['phase']:10} "
+        + (f"error: {r['error']}" if r.get("error") else " ".join(r.get("steps", [])) or "-")
+        for r in results
+    ]
+    emit(as_json, {"ok": not failed, "dry_run": dry_run, "exports": results},
+         "\n".join(lines) or "no exports to advance")  # fmt: skip
+    if failed:
+        sys.exit(LumberjackError.exit_code)
+
+
+@cli.command("run")
+@click.option("-c", "--constraint", metavar="EXPR", help="ClassAd constraint (whole clusters).")
+@click.option("--ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC.")
+@click.argument("more_ids", nargs=-1, metavar="[ID...]")
+@click.option("--site", required=True, help="Site profile the jobs go to.")
+@click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
+@request_options
+@click.option("--wait/--no-wait", default=True, help="Block until imported (default).")
+@click.option("--poll", default=30.0, metavar="SECONDS", help="Seconds between status checks.")
+@click.option("--timeout", default=0.0, metavar="SECONDS", help="Give up waiting (0: never).")
+@dry_run_option
+@json_option
+def run_command(
+    constraint: str | None,
+    ids: tuple[str, ...],
+    more_ids: tuple[str, ...],
+    site: str,
+    name: str | None,
+    wait: bool,
+    poll: float,
+    timeout: float,
+    dry_run: bool,
+    as_json: bool,
+    **request_flags: Any,
+) -> None:
+    """Export, ship, launch, wait, fetch and import: the whole journey, for scripts and
+    DAGMan nodes. Exit code 0 only when every job came back completed.
+
+    \b
+    Examples:
+      condor_lumberjack run --ids 12 --site testbed --nodes 3 --wait
+      condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h
+    """
+    from lumberjack import export as export_mod
+    from lumberjack.cli.export_cmd import export_to_site
+    from lumberjack.schedd import LocalSchedd
+
+    all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
+    selection = export_mod.Selection(constraint, all_ids)
+    ledger = Ledger()
+    name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
+    schedd = LocalSchedd()
+    if dry_run:
+        export_to_site(ledger, schedd, selection, site, name, True, as_json, request_flags)
+        return
+    export_to_site(ledger, schedd, selection, site, name, False, True, request_flags)
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    while True:
+        results = lifecycle.sync(ledger, names=(name,), schedd=schedd)
+        record = ledger.get(name)
+        if results and results[0].get("error"):
+            raise LumberjackError(f"{name}: {results[0]['error']}")
+        if record.phase == "imported" or not wait:
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            raise Busy(f"{name} is still {record.phase} after {timeout:.0f} s; `sync` goes on")
+        time.sleep(poll)
+    record = ledger.get(name)
+    imported = record.info.get("imported") or {}
+    complete = record.phase == "imported" and imported.get("completed") == len(record.jobs)
+    emit(as_json, {"ok": complete or not wait, "name": name, "phase": record.phase,
+                   "imported": imported},
+         f"{name}: {record.phase}; {imported.get('completed', 0)} of {len(record.jobs)} jobs "
+         "completed")  # fmt: skip
+    if wait and not complete:
+        sys.exit(LumberjackError.exit_code)

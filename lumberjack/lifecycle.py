@@ -1,0 +1,367 @@
+"""An export's life at a site, one idempotent step per phase.
+
+    exported --ship--> shipped --launch--> launched --(status: all done)--> finished
+    --fetch--> fetched --import--> imported --cleanup--> cleaned
+
+Each step is recorded in the ledger before and after it acts (`steps`), runs under the
+export's lock, and can be repeated: shipping again moves only what is missing, launching
+again only submits pilots when idle jobs are left and none is queued or running,
+fetching again re-verifies what came back. `advance` takes an export as far as it can
+go without waiting, which is what `sync` (cron) and `run --wait` do.
+
+Every command opens at most one SSH connection per site (`Site`), on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+import shutil
+from dataclasses import asdict
+from typing import Any, Callable
+
+from lumberjack import bundle as bundle_mod
+from lumberjack import importer
+from lumberjack.agent_zipapp import build_agent
+from lumberjack.errors import BadInput, RemoteError
+from lumberjack.ledger import ExportRecord, Ledger
+from lumberjack.remote_pool import ExportLayout
+from lumberjack.request import ResourceRequest, pilot_spec
+from lumberjack.sites import SiteProfile, find_profile
+
+RETURNED = "returned"  # the remote spool as fetched, inside the local bundle
+#: What comes back from the site's spool: the queue and each job's directory; not the
+#: inputs (the access point has them) nor the schedd's own bookkeeping.
+FETCH_EXCLUDE = ("lumberjack-inputs/*", "local_univ_execute/*", ".schedd_*", "*.lock")
+#: How long a pilot token stays valid beyond the walltime: time in the batch queue.
+TOKEN_QUEUE_ALLOWANCE_S = 3 * 24 * 3600
+# The phases each step starts from (a step may repeat: each is idempotent).
+SHIP_FROM = ("exported", "shipped")
+LAUNCH_FROM = ("shipped", "launched")
+STATUS_FROM = ("shipped", "launched", "running", "finished")
+FETCH_FROM = ("launched", "running", "finished", "fetched")
+IMPORT_FROM = ("fetched", "imported")
+CLEANUP_FROM = ("imported", "unexported", "failed", "cleaned")
+#: Phases `sync` moves on; the others wait for a person (or are done).
+SYNC_PHASES = ("exporting", "exported", "shipped", "launched", "running", "finished", "fetched")
+
+
+class Site:
+    """The site of one command: its profile and (opened on first use) one connection."""
+
+    def __init__(self, profile: SiteProfile, *, progress: bool = False) -> None:
+        self.profile = profile
+        self.progress = progress
+        self._conn: Any = None
+
+    @property
+    def conn(self) -> Any:
+        if self._conn is None:
+            from lumberjack.transport import SiteConnection
+
+            self._conn = SiteConnection(self.profile)
+            self._conn.open()
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Site:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def export_dir(self, name: str) -> str:
+        """The export's directory at the site (base_dir's variables expanded there)."""
+        return posixpath.join(self.conn.expand(self.profile.base_dir), name)
+
+    def agent(self, layout: ExportLayout, command: str) -> dict[str, Any]:
+        """Run the site agent; its JSON answer, or RemoteError with its one-line reason."""
+        line = f"python3 {shlex.quote(layout.agent)} {command} {shlex.quote(layout.root)}"
+        result = self.conn.run(line, check=False)
+        try:
+            answer = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RemoteError(f"site agent {command} failed: {detail}") from None
+        if "error" in answer:
+            raise RemoteError(f"site agent {command}: {answer['error']}")
+        return answer
+
+
+def site_for(record: ExportRecord, *, progress: bool = False) -> Site:
+    if not record.site:
+        raise BadInput(f"export {record.name!r} is an offline bundle (no site); use import --in")
+    return Site(find_profile(record.site), progress=progress)
+
+
+def layout_of(record: ExportRecord) -> ExportLayout:
+    remote_dir = record.info.get("remote_dir")
+    if not remote_dir:
+        raise BadInput(f"export {record.name!r} has no site directory recorded")
+    return ExportLayout(remote_dir)
+
+
+def check_phase(record: ExportRecord, allowed: tuple[str, ...], step: str) -> None:
+    if record.phase not in allowed:
+        raise BadInput(
+            f"export {record.name!r} is {record.phase}; {step} needs phase {' or '.join(allowed)}"
+        )
+
+
+def _step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -> dict:
+    ledger.step(name, step, "started")
+    try:
+        result = action()
+    except Exception as exc:
+        ledger.step(name, step, "failed", str(exc))
+        raise
+    ledger.step(name, step, "done", json.dumps(result, default=str)[:2000])
+    return result
+
+
+# ---- the steps -----------------------------------------------------------------------
+
+
+def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
+    """Bundle and agent to the site; only missing or changed files move; verified."""
+    check_phase(record, SHIP_FROM, "ship")
+    layout = layout_of(record)
+
+    def act() -> dict[str, Any]:
+        manifest = bundle_mod.load_manifest(record.bundle_dir)
+        conn = site.conn
+        report = conn.upload(
+            record.bundle_dir / "spool",
+            posixpath.join(layout.bundle, "spool"),
+            manifest.files,
+            progress=site.progress,
+        )
+        conn.put_bytes((record.bundle_dir / bundle_mod.MANIFEST).read_bytes(),
+                       posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o644)  # fmt: skip
+        conn.put_bytes(build_agent(), layout.agent, 0o755)
+        return {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
+                "skipped_files": report.skipped_files}  # fmt: skip
+
+    result = _step(ledger, record.name, "ship", act)
+    ledger.set_phase(record.name, "shipped")
+    return result
+
+
+def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> dict:
+    """launch.json: what the agent needs to start the pool and the pilots."""
+    data = dict(record.info["request"])
+    data["origins"] = tuple(tuple(pair) for pair in data.get("origins", ()))
+    request = ResourceRequest(**data)
+    spec = pilot_spec(
+        request,
+        profile,
+        name=f"lj-{record.name}"[:63],
+        node_command=layout.node_script,
+        retire_command="true",
+        output_dir=posixpath.join(layout.pilots, "out"),
+    )
+    return {
+        "image": profile.container.image,
+        "binds": list(profile.container.bind),
+        "batch_system": profile.batch_system,
+        "pilots": request.pilots,
+        "spec": asdict(spec),
+        "address": profile.schedd.address,
+        "port": profile.schedd.port,
+        "token_lifetime_s": request.walltime_s + TOKEN_QUEUE_ALLOWANCE_S,
+        "idle_shutdown_s": 300,
+    }
+
+
+def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
+    """Start the remote pool on the shipped queue and submit the pilots."""
+    check_phase(record, LAUNCH_FROM, "launch")
+    layout = layout_of(record)
+
+    def act() -> dict[str, Any]:
+        plan = launch_plan(record, site.profile, layout)
+        site.conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
+                            0o644)  # fmt: skip
+        return site.agent(layout, "launch")
+
+    result = _step(ledger, record.name, "launch", act)
+    if record.phase != "launched":
+        ledger.set_phase(record.name, "launched")
+    return result
+
+
+def status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
+    """Jobs by status and pilots, from the site; marks the export finished when it is."""
+    layout = layout_of(record)
+    answer = site.agent(layout, "status")
+    if answer.get("finished") and record.phase in ("launched", "running"):
+        ledger.set_phase(record.name, "finished")
+    return answer
+
+
+def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
+    """Stop the remote pool (its queue final), bring the spool back, verified.
+
+    Jobs that had not finished come back too: import hands them to the local schedd as
+    idle, so none is lost and none runs twice.
+    """
+    check_phase(record, FETCH_FROM, "fetch")
+    layout = layout_of(record)
+
+    def act() -> dict[str, Any]:
+        stopped = site.agent(layout, "stop")
+        report = site.conn.download(
+            layout.spool,
+            record.bundle_dir / RETURNED,
+            progress=site.progress,
+            exclude=FETCH_EXCLUDE,
+        )
+        return {"stop": stopped, "received_files": report.sent_files,
+                "received_bytes": report.sent_bytes}  # fmt: skip
+
+    result = _step(ledger, record.name, "fetch", act)
+    ledger.set_phase(record.name, "fetched")
+    return result
+
+
+def import_results(
+    ledger: Ledger, schedd: Any, record: ExportRecord, *, dry_run: bool = False
+) -> dict[str, Any]:
+    """Merge what came back into the local schedd (the foundation's import)."""
+    check_phase(record, IMPORT_FROM, "import")
+    returned = record.bundle_dir / RETURNED
+    if dry_run:
+        return importer.run_import(None, record.bundle_dir, returned, dry_run=True).to_json()
+    report = _step(
+        ledger,
+        record.name,
+        "import",
+        lambda: importer.run_import(schedd, record.bundle_dir, returned).to_json(),
+    )
+    ledger.update_info(
+        record.name,
+        imported={key: report.get(key) for key in ("jobs", "completed", "handed_back_idle")},
+    )
+    ledger.set_phase(record.name, "imported")
+    return report
+
+
+def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str, Any]:
+    """Remove the site directory and the local bundle of a finished export."""
+    check_phase(record, CLEANUP_FROM, "cleanup")
+
+    def act() -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        if site is not None and record.info.get("remote_dir"):
+            layout = layout_of(record)
+            probe = site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False)
+            if probe.exited == 0:
+                result["stop"] = site.agent(layout, "stop")
+                result["remote"] = site.agent(layout, "remove")
+            else:
+                result["remote"] = {"removed": False, "reason": "nothing at the site"}
+        if record.bundle_dir.exists():
+            shutil.rmtree(record.bundle_dir)
+            result["local_removed"] = str(record.bundle_dir)
+        return result
+
+    result = _step(ledger, record.name, "cleanup", act)
+    ledger.set_phase(record.name, "cleaned")
+    return result
+
+
+# ---- advancing -----------------------------------------------------------------------
+
+
+def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
+    """Take one export as far as it goes now without waiting; the steps taken."""
+    done: list[str] = []
+    while True:
+        record = ledger.get(name)
+        phase = record.phase
+        if phase == "exported":
+            ship(ledger, site, record)
+        elif phase == "shipped":
+            launch(ledger, site, record)
+        elif phase in ("launched", "running"):
+            answer = status(ledger, site, record)
+            if not answer.get("finished"):
+                if not _pilots_alive(answer) and answer["jobs"].get("idle"):
+                    launch(ledger, site, ledger.get(name))  # the last pilots ended: more
+                    done.append("launch")
+                return done
+            continue
+        elif phase == "finished":
+            fetch(ledger, site, record)
+        elif phase == "fetched":
+            import_results(ledger, schedd, record)
+        else:
+            return done
+        done.append(phase)
+
+
+def _pilots_alive(answer: dict[str, Any]) -> bool:
+    return any(state in ("queued", "running", "finishing") for state in answer["pilots"].values())
+
+
+def request_info(request: ResourceRequest) -> dict[str, Any]:
+    data = asdict(request)
+    data["origins"] = [list(pair) for pair in request.origins]
+    return data
+
+
+def sync(
+    ledger: Ledger,
+    *,
+    names: tuple[str, ...] = (),
+    dry_run: bool = False,
+    schedd: Any = None,
+) -> list[dict[str, Any]]:
+    """Advance every export (or those named) as far as it goes now; never waits for a
+    lock another process holds. One line of result per export, errors included."""
+    from lumberjack.errors import Busy, LumberjackError
+
+    results = []
+    for record in ledger.list():
+        if names and record.name not in names:
+            continue
+        if record.phase not in SYNC_PHASES:
+            continue
+        entry: dict[str, Any] = {"name": record.name, "phase": record.phase}
+        if dry_run:
+            entry["would"] = "recover" if record.phase == "exporting" else "advance"
+            results.append(entry)
+            continue
+        try:
+            with ledger.lock(record.name):
+                if schedd is None and record.phase in ("exporting", "fetched", "finished"):
+                    from lumberjack.schedd import LocalSchedd
+
+                    schedd = LocalSchedd()
+                if record.phase == "exporting":
+                    entry["steps"] = [recover_exporting(ledger, schedd, ledger.get(record.name))]
+                elif record.site:
+                    with site_for(record) as site:
+                        entry["steps"] = advance(ledger, site, schedd, record.name)
+        except Busy:
+            entry["steps"] = ["busy: skipped"]
+        except LumberjackError as exc:
+            entry["error"] = str(exc)
+        entry["phase"] = ledger.get(record.name).phase
+        results.append(entry)
+    return results
+
+
+def recover_exporting(ledger: Ledger, schedd: Any, record: ExportRecord) -> str:
+    """An export that crashed between the schedd's export and a complete bundle: its
+    jobs go back to the local schedd (the bundle never left this machine)."""
+    from lumberjack.export import remove_bundle, rollback
+
+    rollback(schedd, ledger, record.name, record.clusters, reason="recovered by sync after a crash")
+    remove_bundle(record.bundle_dir)
+    return "recovered: jobs handed back to the local schedd"

@@ -1,0 +1,324 @@
+"""The remote pool at a site: where its files live, and the HTCondor configs it runs with.
+
+One export = one directory at the site (`<base_dir>/<export name>/`) that holds
+everything, so that `cleanup` is one `rm -r` and two exports never share state:
+
+    bundle/      the shipped bundle (manifest.json, spool/ as it left the access point)
+    spool/       the remote schedd's SPOOL (= the manifest's remote_spool)
+    pool/        condor_config, local/ (logs, locks, signing key), state files
+    pilots/      the pilots' config, token, scripts, batch output and per-node dirs
+    agent.pyz    the site agent that acts on all of the above
+
+The schedd, collector and negotiator run as the site account inside an Apptainer
+instance on the login node; the startds run inside the same image on the compute nodes
+(one per node, started by a pilot) and reach the collector with an IDTOKEN that allows
+nothing but advertising a startd and reading. Nothing here needs root.
+
+Stdlib only: this module runs on the login node, inside the agent's zipapp.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+#: Identity the pilots' token carries (`pilot@<trust domain>`).
+PILOT_IDENTITY = "pilot"
+#: Authorizations the pilots' token is limited to.
+PILOT_AUTHZ = ("ADVERTISE_STARTD", "ADVERTISE_MASTER", "READ", "DAEMON")
+#: Where HTCondor's Debian and upstream packages put their helper programs.
+RELEASE_LINES = """RELEASE_DIR = /usr
+LIBEXEC = /usr/libexec/condor
+LIB = /usr/lib/condor
+SHARE = /usr/share/condor"""
+
+
+@dataclass(frozen=True)
+class ExportLayout:
+    """Paths of one export's directory at the site."""
+
+    root: str  # absolute: <base_dir>/<export name>
+
+    def _path(self, *parts: str) -> str:
+        return str(PurePosixPath(self.root, *parts))
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.root).name
+
+    @property
+    def bundle(self) -> str:
+        return self._path("bundle")
+
+    @property
+    def spool(self) -> str:
+        return self._path("spool")
+
+    @property
+    def pool(self) -> str:
+        return self._path("pool")
+
+    @property
+    def pool_local(self) -> str:
+        return self._path("pool", "local")
+
+    @property
+    def pool_config(self) -> str:
+        return self._path("pool", "condor_config")
+
+    @property
+    def pool_state(self) -> str:
+        return self._path("pool", "state.json")
+
+    @property
+    def master_pid(self) -> str:
+        return self._path("pool", "master.pid")
+
+    @property
+    def pilots(self) -> str:
+        return self._path("pilots")
+
+    @property
+    def pilot_config(self) -> str:
+        return self._path("pilots", "condor_config")
+
+    @property
+    def pilot_tokens(self) -> str:
+        return self._path("pilots", "tokens.d")
+
+    @property
+    def node_script(self) -> str:
+        return self._path("pilots", "node.sh")
+
+    @property
+    def pilot_list(self) -> str:
+        return self._path("pilots", "submitted.json")
+
+    @property
+    def agent(self) -> str:
+        return self._path("agent.pyz")
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """What the configs of one remote pool depend on."""
+
+    layout: ExportLayout
+    site_user: str  # the account everything runs as
+    address: str  # the login node's address the compute nodes reach
+    port: int  # the collector's (shared) port
+    image: str  # the site image (SIF) the pilots run
+    binds: tuple[str, ...] = ()  # extra Apptainer binds from the profile
+    idle_shutdown_s: int = 300  # a startd with no job for this long exits
+
+    @property
+    def trust_domain(self) -> str:
+        # One trust domain per export: a token of one export means nothing to another.
+        return f"lumberjack-{self.layout.name}"
+
+    @property
+    def collector(self) -> str:
+        return f"{self.address}:{self.port}"
+
+    @property
+    def pilot_identity(self) -> str:
+        return f"{PILOT_IDENTITY}@{self.trust_domain}"
+
+    @property
+    def owner_identity(self) -> str:
+        return f"{self.site_user}@{self.trust_domain}"
+
+
+def _security(settings: PoolSettings, client_methods: str) -> str:
+    owner = settings.owner_identity
+    pilot = settings.pilot_identity
+    daemons = f"{owner} condor@{settings.trust_domain}"
+    return f"""UID_DOMAIN = {settings.trust_domain}
+TRUST_DOMAIN = {settings.trust_domain}
+SEC_DEFAULT_AUTHENTICATION = REQUIRED
+SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS
+SEC_CLIENT_AUTHENTICATION_METHODS = {client_methods}
+SEC_DEFAULT_ENCRYPTION = REQUIRED
+SEC_DEFAULT_INTEGRITY = REQUIRED
+# Nobody but the site account (local tools: FS) and this export's pilots (token).
+ALLOW_READ = {daemons} {pilot}
+ALLOW_WRITE = {daemons}
+ALLOW_DAEMON = {daemons} {pilot}
+ALLOW_NEGOTIATOR = {daemons}
+ALLOW_ADMINISTRATOR = {daemons}
+ALLOW_ADVERTISE_STARTD = {pilot}
+ALLOW_ADVERTISE_MASTER = {daemons} {pilot}"""
+
+
+def pool_config(settings: PoolSettings) -> str:
+    """condor_config of the schedd + collector + negotiator on the login node."""
+    layout = settings.layout
+    name = f"{layout.name}@{settings.trust_domain}"
+    return f"""# condor_lumberjack remote pool for export {layout.name} (written by the site agent)
+{RELEASE_LINES}
+ETC = {layout.pool}
+LOCAL_DIR = {layout.pool_local}
+LOG = $(LOCAL_DIR)/log
+LOCK = $(LOCAL_DIR)/lock
+RUN = $(LOCAL_DIR)/run
+EXECUTE = $(LOCAL_DIR)/execute
+SPOOL = {layout.spool}
+DAEMON_SOCKET_DIR = $(RUN)
+DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR, SCHEDD
+MASTER_NAME = {name}
+SCHEDD_NAME = {name}
+COLLECTOR_NAME = condor_lumberjack {layout.name}
+CONDOR_HOST = {settings.address}
+NETWORK_INTERFACE = {settings.address}
+BIND_ALL_INTERFACES = FALSE
+ENABLE_IPV6 = FALSE
+USE_SHARED_PORT = TRUE
+SHARED_PORT_PORT = {settings.port}
+COLLECTOR_HOST = {settings.collector}
+SEC_PASSWORD_DIRECTORY = $(LOCAL_DIR)/passwords.d
+SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d
+SEC_TOKEN_DIRECTORY = $(LOCAL_DIR)/tokens.d
+{_security(settings, "FS, IDTOKENS")}
+# No cgroups or mail on a login node; quick cycles so that short jobs do not wait.
+BASE_CGROUP =
+CGROUP_MEMORY_LIMIT_POLICY = none
+MAIL = /bin/true
+SCHEDD_INTERVAL = 10
+NEGOTIATOR_INTERVAL = 5
+NEGOTIATOR_CYCLE_DELAY = 5
+UPDATE_INTERVAL = 10
+"""
+
+
+def pilot_config(settings: PoolSettings) -> str:
+    """condor_config of the startds the pilots start (one per node).
+
+    Per-node values come from the environment node.sh sets: LJ_NODE_ID (unique name),
+    LJ_NODE_DIR, LJ_CPUS, LJ_MEMORY_MB, LJ_PILOT_ID and LJ_RETIRE_TIME (epoch seconds
+    after which the startd accepts no new job).
+    """
+    return f"""# condor_lumberjack pilot startd for export {settings.layout.name}
+{RELEASE_LINES}
+ETC = {settings.layout.pilots}
+LOCAL_DIR = $ENV(LJ_NODE_DIR)
+LOG = $(LOCAL_DIR)/log
+LOCK = $(LOCAL_DIR)/lock
+RUN = $(LOCAL_DIR)/run
+EXECUTE = $(LOCAL_DIR)/execute
+SPOOL = $(LOCAL_DIR)/spool
+DAEMON_SOCKET_DIR = $(RUN)
+DAEMON_LIST = MASTER, STARTD
+# Several startds may share a host (and an address): unique names, ephemeral ports.
+MASTER_NAME = $ENV(LJ_NODE_ID)
+STARTD_NAME = $ENV(LJ_NODE_ID)
+USE_SHARED_PORT = FALSE
+ENABLE_IPV6 = FALSE
+COLLECTOR_HOST = {settings.collector}
+SEC_TOKEN_DIRECTORY = {settings.layout.pilot_tokens}
+SEC_TOKEN_SYSTEM_DIRECTORY = {settings.layout.pilot_tokens}
+{_security(settings, "IDTOKENS")}
+# On a shared host a startd must not try a family session with login-node daemons.
+SEC_USE_FAMILY_SESSION = FALSE
+# One partitionable slot sized from the resource request.
+NUM_CPUS = $ENV(LJ_CPUS)
+MEMORY = $ENV(LJ_MEMORY_MB)
+NUM_SLOTS = 1
+NUM_SLOTS_TYPE_1 = 1
+SLOT_TYPE_1 = 100%
+SLOT_TYPE_1_PARTITIONABLE = TRUE
+LUMBERJACK_PILOT = "$ENV(LJ_PILOT_ID)"
+LUMBERJACK_RETIRE_TIME = $ENV(LJ_RETIRE_TIME)
+STARTD_ATTRS = $(STARTD_ATTRS) LUMBERJACK_PILOT LUMBERJACK_RETIRE_TIME
+MASTER_ATTRS = $(MASTER_ATTRS) LUMBERJACK_PILOT
+# Retirement: no new job once the allocation is about to end, so none is cut off.
+START = time() < LUMBERJACK_RETIRE_TIME
+SUSPEND = FALSE
+PREEMPT = FALSE
+KILL = FALSE
+WANT_SUSPEND = FALSE
+WANT_VACATE = FALSE
+# Idle: no claim for this long and the startd (and so the pilot) ends.
+STARTD_NOCLAIM_SHUTDOWN = {settings.idle_shutdown_s}
+RUNBENCHMARKS = 0
+UPDATE_INTERVAL = 10
+STARTER_UPDATE_INTERVAL = 10
+BASE_CGROUP =
+CGROUP_MEMORY_LIMIT_POLICY = none
+MOUNT_UNDER_SCRATCH =
+MAIL = /bin/true
+"""
+
+
+def _apptainer(settings: PoolSettings, *command: str) -> str:
+    binds = [settings.layout.root, *settings.binds]
+    bind_args = " ".join(f"--bind {shlex.quote(b)}" for b in binds)
+    return (
+        f"apptainer -s exec {bind_args} {shlex.quote(settings.image)} "
+        f"env CONDOR_CONFIG={shlex.quote(settings.layout.pilot_config)} " + " ".join(command)
+    )
+
+
+_NODE_MEMORY = "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))"
+
+#: The pilot script's retire command: the launcher (srun, mpiexec, ...) passes USR1 on
+#: to node.sh on every node, which retires its own startd.
+RETIRE_COMMAND = 'kill -USR1 "$lj_launcher_pid" 2>/dev/null || true'
+
+
+def node_script(
+    settings: PoolSettings, *, cores: int, memory_mb: int, walltime_s: int, retire_s: int
+) -> str:
+    """node.sh: started once per node by a pilot; runs one startd until it exits.
+
+    Retirement needs no network: from `retire_s` before the walltime ends (counted from
+    this script's start, close to the batch job's) the startd's START expression is
+    false; and on USR1 (the pilot script's retire command) node.sh turns its own startd
+    off peacefully, through the node-local FS authentication. TERM stops it at once.
+    """
+    layout = settings.layout
+    memory = str(memory_mb) if memory_mb > 0 else _NODE_MEMORY
+    local_off = _apptainer(
+        settings,
+        "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS",
+        "condor_off",
+        "-peaceful",
+        "-startd",
+        "-addr",
+        '"$(head -n 1 "$LJ_NODE_DIR/log/.startd_address")"',
+    )
+    return f"""#!/bin/bash
+# condor_lumberjack: one startd on this node, inside the site image.
+set -u
+pilot=${{SLURM_JOB_ID:-${{PBS_JOBID:-${{COBALT_JOBID:-$$}}}}}}
+node=${{SLURMD_NODENAME:-$(hostname -s)}}
+export LJ_PILOT_ID="${{pilot%%.*}}"
+export LJ_NODE_ID="pilot-$LJ_PILOT_ID-$node"
+export LJ_NODE_DIR={shlex.quote(layout.pilots)}/nodes/$LJ_NODE_ID
+export LJ_CPUS={cores}
+export LJ_MEMORY_MB={memory}
+export LJ_RETIRE_TIME=$(( $(date +%s) + {walltime_s} - {retire_s} ))
+mkdir -p "$LJ_NODE_DIR"/log "$LJ_NODE_DIR"/lock "$LJ_NODE_DIR"/run "$LJ_NODE_DIR"/execute \\
+    "$LJ_NODE_DIR"/spool
+
+retire() {{
+    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: retiring (no new jobs; running ones finish)"
+    {local_off} || true
+}}
+stop() {{
+    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: stopping"
+    kill -TERM "$master" 2>/dev/null
+}}
+
+{_apptainer(settings, "condor_master", "-f")} &
+master=$!
+trap retire USR1
+trap stop TERM INT
+# `wait` returns early when a trapped signal arrives: wait until the master is gone.
+while :; do
+    wait "$master"
+    status=$?
+    kill -0 "$master" 2>/dev/null || break
+done
+exit "$status"
+"""

@@ -1,0 +1,91 @@
+"""The site image (containers/site-image/) at the emulated site: the testbed builds it
+without registry pulls, installs it where the testbed profile's [container] image
+points, and hpcuser runs HTCondor 25.x from it on the login node and on every node."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import paramiko
+import pytest
+import testbed
+from fabric import Connection
+
+from lumberjack.sites import find_profile
+
+pytestmark = pytest.mark.integration
+
+NODES = ["c1", "c2", "c3"]
+
+
+def connect(site) -> Connection:
+    conn = Connection(
+        site.host,
+        user=site.user,
+        port=site.port,
+        connect_timeout=10,
+        connect_kwargs={
+            "key_filename": str(site.client_key),
+            "look_for_keys": False,
+            "allow_agent": False,
+        },
+    )
+    # Fabric auto-adds unknown host keys; the site's key must be pinned instead.
+    conn.client.load_host_keys(str(site.known_hosts))
+    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    return conn
+
+
+def sh(conn: Connection, command: str, warn: bool = False):
+    """Run a command at the site quietly (no stdin: pytest captures it)."""
+    return conn.run(command, hide=True, warn=warn, in_stream=False)
+
+
+@pytest.fixture
+def conn(site):
+    with connect(site) as connection:
+        yield connection
+
+
+@pytest.fixture(scope="module")
+def image(site) -> str:
+    """The image's path at the site: the testbed profile's [container] image."""
+    path = find_profile("testbed").container.image
+    # site.home is bind-mounted at /home inside the site.
+    assert site.image == site.home / Path(path).relative_to("/home")
+    assert site.image.stat().st_uid == 4343
+    return path
+
+
+def test_image_matches_the_cached_build(site, image: str) -> None:
+    built = testbed.ensure_site_image(testbed.rootfs_path())
+    assert site.image.stat().st_size == built.stat().st_size
+    versions = testbed.site_image_versions(built)
+    assert versions["condor"].startswith(testbed.TESTED_VERSIONS["condor"]), versions
+
+
+def test_condor_version_in_the_image(conn: Connection, image: str) -> None:
+    out = sh(conn, f"apptainer -s exec {shlex.quote(image)} condor_version").stdout
+    assert out.startswith("$CondorVersion: 25."), out
+
+
+def test_image_is_mounted_with_squashfuse(conn: Connection, image: str) -> None:
+    # Without a usable /dev/fuse Apptainer unpacks the SIF to a temporary sandbox on
+    # every start (about 1.5 s here instead of 0.3 s).
+    debug = sh(conn, f"apptainer -d exec {shlex.quote(image)} true 2>&1").stdout
+    assert "Executing /usr/bin/squashfuse_ll" in debug, debug[-3000:]
+    assert "temporary sandbox" not in debug
+
+
+def test_image_runs_on_every_node(conn: Connection, image: str) -> None:
+    inner = 'echo "$SLURMD_NODENAME $(condor_config_val -version | head -n1)"'
+    command = (
+        f"timeout 60 srun -N{len(NODES)} apptainer -s exec {shlex.quote(image)} "
+        f"sh -c {shlex.quote(inner)}"
+    )
+    lines = sh(conn, command).stdout.splitlines()
+    by_node = dict(line.split(" ", 1) for line in lines)
+    assert sorted(by_node) == NODES, lines
+    for version in by_node.values():
+        assert version.startswith("$CondorVersion: 25."), lines

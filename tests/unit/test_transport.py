@@ -1,0 +1,318 @@
+"""The transport's pure parts: listings, plans, refusals; the helper run locally."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from lumberjack.bundle import FileEntry, entry_for
+from lumberjack.errors import BadInput, RemoteError
+from lumberjack.sites import load_profile
+from lumberjack.transport import (
+    FileState,
+    SiteConnection,
+    check_download_listing,
+    helper,
+    helper_command,
+    local_states,
+    parse_listing,
+    plan,
+    verify_states,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def entry(path: str, data: bytes, executable: bool = False) -> FileEntry:
+    return FileEntry(path, len(data), sha(data), executable)
+
+
+def state(path: str, data: bytes, kind: str = "f", executable: bool = False) -> FileState:
+    return FileState(path, kind, len(data), executable, sha(data) if kind == "f" else None)
+
+
+# ---- listing parser
+
+
+def test_parse_listing_reads_json_lines() -> None:
+    text = (
+        json.dumps(["f", "a b/c.txt", 3, True, sha(b"abc")])
+        + "\n"
+        + json.dumps(["l", "link", 11, False, None])
+        + "\n"
+    )
+    states = parse_listing(text, "site")
+    assert states["a b/c.txt"] == FileState("a b/c.txt", "f", 3, True, sha(b"abc"))
+    assert states["link"].kind == "l"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "not json",
+        json.dumps(["x", "a", 1, False, None]),
+        json.dumps(["f", "a", -1, False, None]),
+        json.dumps(["f", "a", 1, False, "nothex"]),
+        json.dumps(["f", "a", 1]),
+        json.dumps({"f": 1}),
+    ],
+)
+def test_parse_listing_refuses_garbage(line: str) -> None:
+    with pytest.raises(RemoteError, match="unreadable listing line 1"):
+        parse_listing(line + "\n", "site")
+
+
+# ---- plans
+
+
+def test_plan_sends_missing_and_changed_skips_identical() -> None:
+    wanted = [entry("same", b"x" * 10), entry("changed", b"new"), entry("missing", b"m")]
+    have = {"same": state("same", b"x" * 10), "changed": state("changed", b"old")}
+    steps, done = plan(wanted, have)
+    assert [e.path for e in done] == ["same"]
+    assert [(s.path, s.offset, s.length) for s in steps] == [("changed", 0, 3), ("missing", 0, 1)]
+
+
+def test_plan_continues_a_partial_file_only_when_its_bytes_match() -> None:
+    data = bytes(range(256)) * 40
+    wanted = [entry("part", data), entry("bad-part", data)]
+    have = {"part": state("part", data[:1000]), "bad-part": state("bad-part", b"\0" * 1000)}
+
+    def prefix_sha(path: str, n: int) -> str:
+        return sha(data[:n])
+
+    steps, done = plan(wanted, have, prefix_sha)
+    assert done == []
+    assert [(s.path, s.offset, s.length) for s in steps] == [
+        ("part", 1000, len(data) - 1000),
+        ("bad-part", 0, len(data)),
+    ]
+
+
+def test_plan_restarts_files_longer_than_wanted_or_not_regular() -> None:
+    wanted = [entry("long", b"ab"), entry("link", b"ab"), entry("dir", b"ab")]
+    have = {
+        "long": FileState("long", "f", 5, False, None),
+        "link": FileState("link", "l", 2, False, None),
+        "dir": FileState("dir", "d", 4096, False, None),
+    }
+    steps, _ = plan(wanted, have)
+    assert [(s.path, s.offset) for s in steps] == [("long", 0), ("link", 0), ("dir", 0)]
+
+
+def test_plan_fixes_the_executable_bit_without_resending() -> None:
+    steps, done = plan(
+        [entry("run.sh", b"#!/bin/sh\n", True)], {"run.sh": state("run.sh", b"#!/bin/sh\n")}
+    )
+    assert done == []
+    assert [(s.path, s.offset, s.length, s.executable) for s in steps] == [("run.sh", 10, 0, True)]
+
+
+def test_verify_states_names_each_problem() -> None:
+    wanted = [entry("a", b"a"), entry("b", b"b"), entry("c", b"c"), entry("x", b"x", True)]
+    have = {"b": state("b", b"bb"), "c": state("c", b"C"), "x": state("x", b"x")}
+    assert verify_states(wanted, have) == [
+        "a: missing",
+        "b: size 2 != 1",
+        "c: sha256 mismatch",
+        "x: executable bit differs",
+    ]
+
+
+# ---- refusing what the site lists
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../etc/passwd", "/etc/passwd", "a/../../b", "a//b", "new\nline", "esc\x1b[2J", "bad\udcff"],
+)
+def test_unsafe_names_from_the_site_are_refused(name: str) -> None:
+    with pytest.raises(RemoteError, match="refusing unsafe file name"):
+        check_download_listing({name: state(name, b"x")}, "site")
+
+
+def test_symlinks_and_special_files_from_the_site_are_refused() -> None:
+    with pytest.raises(RemoteError, match="'out/link' is a symlink"):
+        check_download_listing({"out/link": state("out/link", b"", kind="l")}, "site")
+    with pytest.raises(RemoteError, match="'fifo' is not a regular file"):
+        check_download_listing({"fifo": state("fifo", b"", kind="o")}, "site")
+
+
+def test_download_listing_becomes_entries() -> None:
+    listing = {"b": state("b", b"bb", executable=True), "a b": state("a b", b"a")}
+    assert check_download_listing(listing, "site") == [entry("a b", b"a"), entry("b", b"bb", True)]
+
+
+# ---- the helper (the program run at the site), run here
+
+
+def run_helper(mode: str, root: Path, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    """Run the helper exactly as the site would: its command line through a shell."""
+    return subprocess.run(
+        ["/bin/sh", "-c", helper_command(mode, str(root))],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
+
+
+def frame(path: str, data: bytes, offset: int = 0, executable: bool = False) -> bytes:
+    head = {"p": path, "o": offset, "n": len(data) - offset, "x": executable}
+    return (json.dumps(head) + "\n").encode() + data[offset:]
+
+
+def test_helper_receives_scans_and_sends_a_tree(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    stream = frame("a b.txt", b"hello") + frame("sub/run.sh", b"#!/bin/sh\n", executable=True)
+    done = run_helper("recv", root, stream + b'{"end": true}\n')
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"files": 2, "bytes": 15}
+    assert (root / "a b.txt").read_bytes() == b"hello"
+    assert os.access(root / "sub/run.sh", os.X_OK)
+
+    listing = run_helper("scan", root, b"{}")
+    states = parse_listing(listing.stdout.decode(), "here")
+    assert states["sub/run.sh"] == state("sub/run.sh", b"#!/bin/sh\n", executable=True)
+    assert set(states) == {"a b.txt", "sub/run.sh"}
+
+    request = {"files": [["a b.txt", 0, None], ["sub/run.sh", 0, None]]}
+    sent = run_helper("send", root, json.dumps(request).encode())
+    assert sent.returncode == 0, sent.stderr
+    copy = tmp_path / "copy"
+    assert helper()["receive"](str(copy), io.BytesIO(sent.stdout)) == (2, 15)
+    assert (copy / "sub/run.sh").read_bytes() == b"#!/bin/sh\n"
+
+
+def test_helper_continues_a_partial_file(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    data = os.urandom(5000)
+    run_helper("recv", root, frame("f", data[:1200]))  # no end: an interrupted stream
+    assert (root / "f").read_bytes() == data[:1200]
+    have = local_states(root, ["f"], {"f": 5000})
+    steps, _ = plan([entry("f", data)], have, lambda p, n: sha(data[:n]))
+    assert (steps[0].offset, steps[0].length) == (1200, 3800)
+    done = run_helper("recv", root, frame("f", data, offset=1200) + b'{"end": true}\n')
+    assert done.returncode == 0, done.stderr
+    assert (root / "f").read_bytes() == data
+
+
+def test_helper_sender_restarts_when_the_partial_file_differs(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "f").write_bytes(b"0123456789")
+    request = {"files": [["f", 4, sha(b"XXXX")], ["g", 0, None]]}
+    (root / "g").write_bytes(b"")
+    sent = run_helper("send", root, json.dumps(request).encode())
+    first = json.loads(sent.stdout.split(b"\n", 1)[0])
+    assert first == {"p": "f", "o": 0, "n": 10, "x": False}
+
+
+def test_helper_never_writes_through_a_symlink(tmp_path: Path) -> None:
+    root, outside = tmp_path / "site", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "dir").symlink_to(outside)
+    (root / "leaf").symlink_to(outside / "target")
+    done = run_helper("recv", root, frame("dir/x", b"evil") + b'{"end": true}\n')
+    assert done.returncode == 3
+    assert b"is not a directory" in done.stderr
+    assert not (outside / "x").exists()
+    # A symlink where a file goes is replaced by the file, not followed.
+    done = run_helper("recv", root, frame("leaf", b"fine") + b'{"end": true}\n')
+    assert done.returncode == 0, done.stderr
+    assert not (root / "leaf").is_symlink() and (root / "leaf").read_bytes() == b"fine"
+    assert not (outside / "target").exists()
+
+
+def test_helper_refuses_unsafe_paths_in_the_stream(tmp_path: Path) -> None:
+    done = run_helper("recv", tmp_path / "site", frame("../escape", b"x"))
+    assert done.returncode == 3
+    assert b"unsafe path" in done.stderr
+    assert not (tmp_path / "escape").exists()
+
+
+def test_helper_scan_lists_symlinks_without_following(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    (root / "d").mkdir(parents=True)
+    (root / "d/f").write_bytes(b"f")
+    (root / "out").symlink_to(tmp_path)
+    (root / "skip").mkdir()
+    (root / "skip/big").write_bytes(b"b")
+    listing = run_helper("scan", root, json.dumps({"exclude": ["skip"]}).encode())
+    states = parse_listing(listing.stdout.decode(), "here")
+    assert {p: s.kind for p, s in states.items()} == {"d/f": "f", "out": "l"}
+    # Asked for paths below a symlinked directory, it reports the link, never the target.
+    listing = run_helper("scan", root, json.dumps({"want": {"out/site/d/f": 1}}).encode())
+    assert parse_listing(listing.stdout.decode(), "here")["out/site/d/f"].kind == "l"
+
+
+def test_local_states_hash_only_plausible_files(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"abc")
+    states = local_states(tmp_path, ["a", "missing"], {"a": 2, "missing": 1})
+    assert states == {"a": FileState("a", "f", 3, False, None)}  # longer than wanted: no sha
+    assert entry_for(tmp_path, "a").sha256 == local_states(tmp_path, ["a"], {"a": 3})["a"].sha256
+
+
+# ---- connection set-up that needs no site
+
+
+@pytest.fixture
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("LUMBERJACK_TESTBED_DIR", str(tmp_path))
+    return load_profile(REPO / "site-profiles" / "testbed.toml")
+
+
+@pytest.mark.parametrize("path", ["$(reboot)", "~/a b", "relative/dir", "/srv/`x`", "/a;b"])
+def test_expand_refuses_what_a_shell_would_run(profile, path: str) -> None:
+    with pytest.raises(BadInput, match="does not pass to a shell"):
+        SiteConnection(profile).expand(path)
+
+
+def test_plain_absolute_paths_need_no_site(profile) -> None:
+    assert SiteConnection(profile).expand("/home/hpcuser/lumberjack/") == "/home/hpcuser/lumberjack"
+
+
+def test_missing_identity_file_is_bad_input(profile) -> None:
+    with pytest.raises(BadInput, match="identity_file .* does not exist"):
+        SiteConnection(profile).open()
+
+
+def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
+    conn = SiteConnection(profile)
+    known = tmp_path / "site" / "known_hosts"
+    unknown = conn._connect_error(
+        paramiko.SSHException("Server '[10.251.0.2]:2222' not found in known_hosts"), known
+    )
+    assert isinstance(unknown, RemoteError)
+    text = str(unknown)
+    assert "\n" not in text
+    assert "[10.251.0.2]:2222 is not in" in text
+    assert f"ssh-keyscan -p 2222 10.251.0.2 >> {known}" in text
+    assert "fingerprint" in text
+    key = paramiko.RSAKey.generate(1024)
+    changed = conn._connect_error(paramiko.BadHostKeyException("h", key, key), known)
+    assert "does not match" in str(changed) and "ssh-keygen -R" in str(changed)
+    refused = conn._connect_error(
+        paramiko.ssh_exception.NoValidConnectionsError({("10.251.0.2", 2222): OSError()}), known
+    )
+    assert str(refused) == "cannot connect to 10.251.0.2:2222: connection refused"
+    assert "10.251.0.2:2222" in str(conn._connect_error(TimeoutError(), known))
+    auth = conn._connect_error(paramiko.AuthenticationException("no"), known)
+    assert str(auth).startswith("cannot log in to hpcuser@10.251.0.2:2222")
+
+
+def test_helper_command_is_one_line() -> None:
+    command = helper_command("scan", "/a/b")
+    assert "\n" not in command and command.startswith("python3 -c ")
