@@ -33,7 +33,10 @@ from lumberjack.sites import SiteProfile, find_profile
 RETURNED = "returned"  # the remote spool as fetched, inside the local bundle
 #: What comes back from the site's spool: the queue and each job's directory; not the
 #: inputs (the access point has them) nor the schedd's own bookkeeping.
-FETCH_EXCLUDE = ("lumberjack-inputs/*", "local_univ_execute/*", ".schedd_*", "*.lock")
+FETCH_EXCLUDE = (
+    "lumberjack-inputs/*", "local_univ_execute/*", ".schedd_*", "*.lock", "Accountant*",
+    "spool_version", "schedd_daemon_history*", ".job_queue.log.*",
+)  # fmt: skip
 #: How long a pilot token stays valid beyond the walltime: time in the batch queue.
 TOKEN_QUEUE_ALLOWANCE_S = 3 * 24 * 3600
 # The phases each step starts from (a step may repeat: each is idempotent).
