@@ -6,6 +6,9 @@
 - job_queue.log throughput: records/s to read, replay+rewrite, and write.
 - shipping to the testbed site: upload vs `tar -c | ssh site tar -x`; resume after a cut
   (bench/bench_shipping.py).
+- launch at the testbed site: `condor_lumberjack launch` to the first job running vs plain
+  Slurm (sbatch to RUNNING, apptainer exec of the site image); 30 jobs on 3 nodes to all
+  done (bench/bench_launch.py).
 
 Results go to BENCHMARKS.md (and bench/results/latest.json). Timings on a shared machine
 are noisy: read the ratios, not the seconds.
@@ -27,6 +30,7 @@ sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_jobqueuelog  # noqa: E402
+import bench_launch  # noqa: E402
 import bench_shipping  # noqa: E402
 import journey  # noqa: E402
 import testbed  # noqa: E402
@@ -84,6 +88,7 @@ def main() -> int:
     try:
         exports = [bench_export(work, n) for n in (1000, 10000)]
         shipping = bench_shipping.run(work / "shipping")
+        launch = bench_launch.run(work / "launch")
     finally:
         if started_here:
             testbed.down()
@@ -96,6 +101,7 @@ def main() -> int:
         "export": exports,
         "job_queue_log": log,
         "shipping": shipping,
+        "launch": launch,
     }
     (ROOT / "bench" / "results").mkdir(exist_ok=True)
     (ROOT / "bench" / "results" / "latest.json").write_text(json.dumps(results, indent=1))
@@ -136,7 +142,8 @@ inputs, and writes the manifest, as a separate process (interpreter start-up inc
 |---|---:|
 {rates}
 
-{bench_shipping.markdown(results["shipping"])}"""
+{bench_shipping.markdown(results["shipping"])}
+{bench_launch.markdown(results["launch"])}"""
     )
 
 

@@ -22,6 +22,7 @@ import argparse
 import getpass
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -244,7 +245,7 @@ def submit_pilots(layout: ExportLayout, settings: PoolSettings, launch: dict) ->
             **{key: value for key, value in launch["spec"].items() if key in spec_fields},
         )
         spec.name = f"lj-{layout.name}-{len(submitted) + index + 1}"[:63]
-        spec.node_command = layout.node_script
+        spec.node_command = shlex.quote(layout.node_script)  # a command for `bash -c`
         spec.retire_command = remote_pool.RETIRE_COMMAND
         spec.output_dir = str(pilots_dir / "out")
         script = pilots_dir / f"{spec.name}.sh"

@@ -141,6 +141,8 @@ def import_ads(
                 value = original[key].get(name)
                 if value is not None:
                     ad.set(name, value)
+                else:  # inherited from the cluster ad: the site may not add its own
+                    ad.delete(name)
         if jql.key_kind(key) != "proc":
             continue
         restore, delete = path_map.jobs[key].reverse_overrides()

@@ -278,14 +278,16 @@ def node_script(
     """
     layout = settings.layout
     memory = str(memory_mb) if memory_mb > 0 else _NODE_MEMORY
+    # The node's own master: it stops the startd peacefully (running jobs finish),
+    # then exits itself, which ends node.sh.
     local_off = _apptainer(
         settings,
         "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS",
         "condor_off",
         "-peaceful",
-        "-startd",
+        "-master",
         "-addr",
-        '"$(head -n 1 "$LJ_NODE_DIR/log/.startd_address")"',
+        '"$(head -n 1 "$LJ_NODE_DIR/log/.master_address")"',
     )
     return f"""#!/bin/bash
 # condor_lumberjack: one startd on this node, inside the site image.
@@ -320,5 +322,9 @@ while :; do
     status=$?
     kill -0 "$master" 2>/dev/null || break
 done
+# If that last wait was cut short by a signal, the master's own status is still there.
+wait "$master" 2>/dev/null
+again=$?
+[ "$again" = 127 ] || status=$again
 exit "$status"
 """

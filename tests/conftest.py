@@ -14,6 +14,21 @@ sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 import testbed  # noqa: E402
 
 
+def load_fixture_module(name: str):  # -> module
+    """A helper module from tests/unit/fixtures/, loaded once by path."""
+    import importlib.util
+
+    full = f"lumberjack_test_{name}"
+    if full not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            full, ROOT / "tests" / "unit" / "fixtures" / f"{name}.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        spec.loader.exec_module(module)
+    return sys.modules[full]
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     link = testbed.testbed_dir() / "rootfs"
     if link.exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -123,6 +124,12 @@ def export_to_site(
     report = report_lines(request, profile)
     with lifecycle.Site(profile) as connection:
         remote_dir = connection.export_dir(name)
+        # An older export's directory (its queue already placed) would be reused as is.
+        if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
+            raise BadInput(
+                f"{remote_dir} already exists at site {site}: an earlier export of that name; "
+                "choose another --name (or remove that directory)"
+            )
     bundle_dir = ledger.bundles_dir() / name
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=bundle_dir,

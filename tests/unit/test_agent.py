@@ -1,0 +1,188 @@
+"""The site agent (agent.py) on a temporary export directory: placing the queue, job
+counts, and the JSON entry point. No HTCondor, Apptainer or batch system needed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from lumberjack import agent
+from lumberjack import jobqueuelog as jql
+from lumberjack.remote_pool import ExportLayout
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load_fixture(name: str):
+    module_name = f"lumberjack_test_{name}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, FIXTURES / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
+
+
+site_bundle = load_fixture("site_bundle")
+SITE_USER = "hpcuser"
+DOMAIN = "lumberjack-calib"
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> ExportLayout:
+    root = tmp_path / "calib"
+    site_bundle.build(root)
+    return ExportLayout(str(root))
+
+
+def identity(ads: dict[str, jql.Ad], key: str) -> tuple[str | None, str | None]:
+    return ads[key].get("Owner"), ads[key].get("User")
+
+
+def test_place_queue_runs_every_job_as_the_site_account(layout: ExportLayout) -> None:
+    result = agent.place_queue(layout, SITE_USER, DOMAIN)
+    assert result == {"placed": True, "files": 3, "jobs": 2, "owners": ["alice"]}
+    ads = jql.read_log(Path(layout.spool, "job_queue.log"))
+    site = ('"hpcuser"', '"hpcuser@lumberjack-calib"')
+    assert identity(ads, jql.cluster_key(site_bundle.CLUSTER)) == site
+    assert identity(ads, f"{site_bundle.CLUSTER}.0") == site
+    # a proc ad without its own Owner/User still inherits them from the cluster ad
+    assert identity(ads, f"{site_bundle.CLUSTER}.1") == (None, None)
+    assert ads["0.0"].attrs == {"NextClusterNum": str(site_bundle.CLUSTER + 1)}
+    # everything else is as shipped
+    shipped = jql.read_log(Path(layout.bundle, "spool", "job_queue.log"))
+    for key, ad in shipped.items():
+        rest = {k: v for k, v in ads[key].attrs.items() if k not in ("Owner", "User")}
+        assert rest == {k: v for k, v in ad.attrs.items() if k not in ("Owner", "User")}
+
+
+def test_place_queue_keeps_the_bundle_copy_with_the_original_owners(
+    layout: ExportLayout,
+) -> None:
+    """Import restores the owners from the bundle's queue: it must stay untouched."""
+    shipped = Path(layout.bundle, "spool", "job_queue.log")
+    before = shipped.read_bytes()
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    assert shipped.read_bytes() == before
+    ads = jql.read_log(shipped)
+    cluster = jql.cluster_key(site_bundle.CLUSTER)
+    assert identity(ads, cluster) == (site_bundle.OWNER, site_bundle.USER)
+
+
+def test_inputs_are_hard_linked_and_iwds_created(layout: ExportLayout) -> None:
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    manifest = json.loads(Path(layout.bundle, "manifest.json").read_text())
+    inputs = [f["path"] for f in manifest["files"] if f["path"] != "job_queue.log"]
+    assert len(inputs) == 3
+    for relative in inputs:
+        placed = Path(layout.spool, relative)
+        shipped = Path(layout.bundle, "spool", relative)
+        assert placed.read_bytes() == shipped.read_bytes()
+        assert os.path.samefile(placed, shipped), f"{relative} was copied, not linked"
+    for job in manifest["path_map"]["jobs"].values():
+        assert Path(job["remote_iwd"]).is_dir()
+        assert job["remote_iwd"].startswith(layout.spool + "/")
+
+
+def test_the_queue_is_written_last(layout: ExportLayout, monkeypatch) -> None:
+    """A schedd never sees the queue before every input and Iwd is there."""
+    manifest = json.loads(Path(layout.bundle, "manifest.json").read_text())
+    real_write = jql.write_log
+    seen = []
+
+    def spy(path, ads, *args, **kwargs):
+        assert Path(path) == Path(layout.spool, "job_queue.log")
+        for entry in manifest["files"]:
+            if entry["path"] != "job_queue.log":
+                assert Path(layout.spool, entry["path"]).is_file(), entry["path"]
+        for job in manifest["path_map"]["jobs"].values():
+            assert Path(job["remote_iwd"]).is_dir()
+        assert not Path(layout.pool, agent.PLACED_MARK).exists()
+        seen.append(path)
+        return real_write(path, ads, *args, **kwargs)
+
+    monkeypatch.setattr(agent.jql, "write_log", spy)
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    assert len(seen) == 1
+    assert Path(layout.pool, agent.PLACED_MARK).exists()
+
+
+def test_the_queue_is_never_placed_twice(layout: ExportLayout) -> None:
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    queue = Path(layout.spool, "job_queue.log")
+    # the schedd ran the jobs: its log moved on
+    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("4", "2")))
+    after_run = queue.read_bytes()
+    assert agent.place_queue(layout, SITE_USER, DOMAIN) == {
+        "placed": False,
+        "reason": "already placed",
+    }
+    assert queue.read_bytes() == after_run
+    # not even when the schedd's log is gone: that could run a job twice
+    queue.unlink()
+    assert agent.place_queue(layout, SITE_USER, DOMAIN)["placed"] is False
+    assert not queue.exists()
+
+
+def test_a_bundle_for_another_spool_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "calib"
+    site_bundle.build(root, remote_spool="/elsewhere/spool")
+    layout = ExportLayout(str(root))
+    with pytest.raises(agent.AgentError, match="/elsewhere/spool"):
+        agent.place_queue(layout, SITE_USER, DOMAIN)
+    assert not Path(layout.spool, "job_queue.log").exists()
+    assert not Path(layout.pool, agent.PLACED_MARK).exists()
+
+
+def test_job_counts(layout: ExportLayout) -> None:
+    # before placement: the shipped queue
+    assert agent.job_counts(layout) == {"idle": 2}
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    queue = Path(layout.spool, "job_queue.log")
+    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
+    assert agent.job_counts(layout) == {"running": 1, "completed": 1}
+    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("5", "3")))
+    assert agent.job_counts(layout) == {"held": 1, "removed": 1}
+
+
+def test_status_reads_the_queue_without_a_pool(layout: ExportLayout) -> None:
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    jql.write_log(
+        Path(layout.spool, "job_queue.log"),
+        site_bundle.queue_ads(layout.spool, statuses=("4", "4")),
+    )
+    result = agent.status(layout, None)
+    assert result["jobs"] == {"completed": 2}
+    assert result["finished"] is True
+    assert result["pool_running"] is False
+    assert result["placed"] is True
+
+
+def test_main_prints_one_json_line(layout: ExportLayout, capsys) -> None:
+    assert agent.main(["status", layout.root]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    assert json.loads(lines[0])["jobs"] == {"idle": 2}
+
+
+def test_main_launch_without_launch_json_is_an_error(layout: ExportLayout, capsys) -> None:
+    assert not Path(layout.root, "launch.json").exists()
+    assert agent.main(["launch", layout.root]) != 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    answer = json.loads(lines[0])
+    assert set(answer) == {"error"}
+    assert "launch.json" in answer["error"]
+    # nothing was touched
+    assert not Path(layout.spool).exists()
+
+
+def test_main_on_a_missing_export_is_an_error(tmp_path: Path, capsys) -> None:
+    assert agent.main(["status", str(tmp_path / "nothing")]) != 0
+    answer = json.loads(capsys.readouterr().out.strip())
+    assert "error" in answer

@@ -1,0 +1,281 @@
+"""The remote pool's configs and node.sh (remote_pool.py): who may do what, per-export
+trust, startd naming and retirement; node.sh checked by bash and run with a stand-in
+apptainer (no HTCondor daemons)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lumberjack import remote_pool
+from lumberjack.remote_pool import ExportLayout, PoolSettings
+
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+
+def make_settings(root: str = "/scratch/lj/calib", **overrides) -> PoolSettings:
+    values = dict(
+        layout=ExportLayout(root),
+        site_user="hpcuser",
+        address="10.0.0.5",
+        port=40123,
+        image="/images/lumberjack-site.sif",
+        binds=("/scratch/data",),
+        idle_shutdown_s=420,
+    )
+    values.update(overrides)
+    return PoolSettings(**values)
+
+
+def config_values(text: str) -> dict[str, str]:
+    """NAME = VALUE lines of a condor_config (the last one wins, as in HTCondor)."""
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.partition("=")
+        values[name.strip().upper()] = value.strip()
+    return values
+
+
+def allow_rules(text: str) -> dict[str, list[str]]:
+    return {
+        name: value.split()
+        for name, value in config_values(text).items()
+        if name.startswith("ALLOW_") or name.startswith("DENY_")
+    }
+
+
+CONFIGS = {
+    "pool": remote_pool.pool_config,
+    "pilot": remote_pool.pilot_config,
+}
+
+
+@pytest.mark.parametrize("which", sorted(CONFIGS))
+def test_no_wildcard_in_any_allow_rule(which: str) -> None:
+    settings = make_settings()
+    rules = allow_rules(CONFIGS[which](settings))
+    assert rules, "the config must say who is allowed"
+    for name, identities in rules.items():
+        for identity in identities:
+            user, _, host = identity.partition("@")
+            # As designed: no '*' anywhere, every identity is user@this export's domain.
+            assert "*" not in identity, f"{name} allows {identity}"
+            assert user and host == settings.trust_domain, f"{name}: {identity}"
+
+
+@pytest.mark.parametrize("which", sorted(CONFIGS))
+def test_only_the_site_account_and_pilots_are_allowed(which: str) -> None:
+    settings = make_settings()
+    rules = allow_rules(CONFIGS[which](settings))
+    everyone = {identity for identities in rules.values() for identity in identities}
+    assert everyone == {
+        settings.owner_identity,
+        f"condor@{settings.trust_domain}",
+        settings.pilot_identity,
+    }
+    # A pilot may advertise its startd and read, never write or administer.
+    assert rules["ALLOW_ADVERTISE_STARTD"] == [settings.pilot_identity]
+    for rule in ("ALLOW_WRITE", "ALLOW_ADMINISTRATOR", "ALLOW_NEGOTIATOR"):
+        assert settings.pilot_identity not in rules[rule]
+
+
+def test_security_is_required_everywhere() -> None:
+    for make in CONFIGS.values():
+        values = config_values(make(make_settings()))
+        for knob in ("AUTHENTICATION", "ENCRYPTION", "INTEGRITY"):
+            assert values[f"SEC_DEFAULT_{knob}"] == "REQUIRED"
+
+
+def test_pilots_authenticate_with_idtokens_only() -> None:
+    settings = make_settings()
+    pilot = config_values(remote_pool.pilot_config(settings))
+    assert pilot["SEC_CLIENT_AUTHENTICATION_METHODS"] == "IDTOKENS"
+    assert pilot["SEC_TOKEN_DIRECTORY"] == settings.layout.pilot_tokens
+    # The login node's tools authenticate by file system; the pilots' token is accepted.
+    pool = config_values(remote_pool.pool_config(settings))
+    methods = [m.strip() for m in pool["SEC_CLIENT_AUTHENTICATION_METHODS"].split(",")]
+    assert methods == ["FS", "IDTOKENS"]
+    assert "IDTOKENS" in pool["SEC_DEFAULT_AUTHENTICATION_METHODS"]
+
+
+def test_trust_domain_is_per_export() -> None:
+    one = make_settings("/scratch/lj/calib")
+    two = make_settings("/scratch/lj/other")
+    assert one.trust_domain != two.trust_domain
+    for settings in (one, two):
+        for make in CONFIGS.values():
+            values = config_values(make(settings))
+            assert values["TRUST_DOMAIN"] == settings.trust_domain
+            assert values["UID_DOMAIN"] == settings.trust_domain
+    assert one.pilot_identity.endswith("@" + one.trust_domain)
+    assert two.trust_domain not in remote_pool.pool_config(one)
+    assert two.trust_domain not in remote_pool.pilot_config(one)
+
+
+def test_pool_config_points_at_the_export() -> None:
+    settings = make_settings()
+    values = config_values(remote_pool.pool_config(settings))
+    assert values["SPOOL"] == settings.layout.spool
+    assert values["LOCAL_DIR"] == settings.layout.pool_local
+    assert values["COLLECTOR_HOST"] == "10.0.0.5:40123"
+    assert values["SHARED_PORT_PORT"] == "40123"
+    assert values["NETWORK_INTERFACE"] == "10.0.0.5"
+    pilot = config_values(remote_pool.pilot_config(settings))
+    assert pilot["COLLECTOR_HOST"] == "10.0.0.5:40123"
+    assert "STARTD" in pilot["DAEMON_LIST"] and "SCHEDD" not in pilot["DAEMON_LIST"]
+
+
+def test_startd_names_come_from_the_node_id() -> None:
+    values = config_values(remote_pool.pilot_config(make_settings()))
+    assert values["STARTD_NAME"] == "$ENV(LJ_NODE_ID)"
+    assert values["MASTER_NAME"] == "$ENV(LJ_NODE_ID)"
+    assert values["LOCAL_DIR"] == "$ENV(LJ_NODE_DIR)"
+    script = remote_pool.node_script(
+        make_settings(), cores=2, memory_mb=0, walltime_s=3600, retire_s=300
+    )
+    # unique per pilot and node: the batch job id and the node's name
+    assert 'export LJ_NODE_ID="pilot-$LJ_PILOT_ID-$node"' in script
+    assert "SLURM_JOB_ID" in script and "SLURMD_NODENAME" in script
+
+
+def test_start_is_tied_to_the_retire_time() -> None:
+    values = config_values(remote_pool.pilot_config(make_settings()))
+    assert values["LUMBERJACK_RETIRE_TIME"] == "$ENV(LJ_RETIRE_TIME)"
+    assert values["START"] == "time() < LUMBERJACK_RETIRE_TIME"
+    assert "LUMBERJACK_RETIRE_TIME" in values["STARTD_ATTRS"].split()
+    script = remote_pool.node_script(
+        make_settings(), cores=2, memory_mb=1000, walltime_s=3600, retire_s=300
+    )
+    assert "export LJ_RETIRE_TIME=$(( $(date +%s) + 3600 - 300 ))" in script
+
+
+def test_idle_startds_shut_down() -> None:
+    values = config_values(remote_pool.pilot_config(make_settings(idle_shutdown_s=420)))
+    assert values["STARTD_NOCLAIM_SHUTDOWN"] == "420"
+
+
+@needs_bash
+@pytest.mark.parametrize("memory_mb", [0, 2048])
+def test_node_script_passes_bash_n(tmp_path: Path, memory_mb: int) -> None:
+    script = tmp_path / "node.sh"
+    script.write_text(
+        remote_pool.node_script(
+            make_settings(), cores=4, memory_mb=memory_mb, walltime_s=600, retire_s=60
+        )
+    )
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_node_script_has_the_retire_trap() -> None:
+    script = remote_pool.node_script(
+        make_settings(), cores=2, memory_mb=0, walltime_s=600, retire_s=60
+    )
+    assert "trap retire USR1" in script
+    assert "trap stop TERM INT" in script
+    assert "condor_off -peaceful -master" in script
+    assert remote_pool.RETIRE_COMMAND.startswith("kill -USR1")
+
+
+def test_paths_with_spaces_are_quoted() -> None:
+    settings = make_settings(
+        "/scratch/my exports/calib run",
+        image="/images/site image.sif",
+        binds=("/data/with space",),
+    )
+    script = remote_pool.node_script(settings, cores=2, memory_mb=0, walltime_s=600, retire_s=60)
+    master = next(line for line in script.splitlines() if "condor_master -f" in line)
+    words = shlex.split(master.rstrip("&"))
+    assert words[:2] == ["apptainer", "-s"]
+    assert ["--bind", "/scratch/my exports/calib run"] == words[3:5]
+    assert ["--bind", "/data/with space"] == words[5:7]
+    assert "/images/site image.sif" in words
+    assert f"CONDOR_CONFIG={settings.layout.pilot_config}" in words
+    node_dir = next(line for line in script.splitlines() if line.startswith("export LJ_NODE_DIR"))
+    assert shlex.quote(settings.layout.pilots) in node_dir
+
+
+STUB_APPTAINER = """#!/bin/bash
+# Stands in for apptainer: records its arguments; condor_master runs until TERM,
+# condor_off stops it (as a peaceful shutdown of an idle node does).
+printf '%s\\n' "$@" > "$STUB_DIR/call-$(date +%s%N)-$$"
+for arg; do
+    case "$arg" in
+    condor_master)
+        echo $$ > "$STUB_DIR/master.pid"
+        echo "<10.0.0.9:9618>" > "$LJ_NODE_DIR/log/.master_address"
+        trap 'exit 0' TERM
+        while :; do sleep 0.05; done ;;
+    condor_off)
+        kill -TERM "$(cat "$STUB_DIR/master.pid")"
+        exit 0 ;;
+    esac
+done
+"""
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@needs_bash
+def test_node_script_runs_and_retires_on_usr1(tmp_path: Path) -> None:
+    """A real run of node.sh (stand-in apptainer), under a path with spaces: the node
+    directories appear, USR1 turns the node off peacefully through its master's address
+    file, and node.sh exits with the master's own status."""
+    root = tmp_path / "my exports" / "calib"
+    settings = make_settings(str(root), image=str(tmp_path / "site image.sif"))
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "apptainer").write_text(STUB_APPTAINER)
+    (stub / "apptainer").chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    script = Path(settings.layout.node_script)
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        remote_pool.node_script(settings, cores=3, memory_mb=0, walltime_s=600, retire_s=60)
+    )
+    script.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{stub}:{os.environ['PATH']}",
+        "STUB_DIR": str(calls),
+        "SLURM_JOB_ID": "4242",
+        "SLURMD_NODENAME": "c7",
+    }
+    node_dir = Path(settings.layout.pilots, "nodes", "pilot-4242-c7")
+    proc = subprocess.Popen(
+        [str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: (node_dir / "log" / ".master_address").exists())
+        for sub in ("log", "lock", "run", "execute", "spool"):
+            assert (node_dir / sub).is_dir()
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "retiring" in out, (out, err)
+    assert proc.returncode == 0, (proc.returncode, out, err)
+    recorded = [p.read_text().splitlines() for p in sorted(calls.glob("call-*"))]
+    master = next(args for args in recorded if "condor_master" in args)
+    assert master[master.index("--bind") + 1] == str(root)
+    assert str(tmp_path / "site image.sif") in master
+    off = next(args for args in recorded if "condor_off" in args)
+    assert off[off.index("-addr") + 1] == "<10.0.0.9:9618>"
+    assert "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS" in off
