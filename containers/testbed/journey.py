@@ -1,24 +1,29 @@
-"""The local journey's moving parts, shared by the integration tests and `make demo`:
-submit real jobs as the testbed's submitter, run a bundle in the second pool, look."""
+"""The journey's moving parts, shared by the integration tests and `make demo`: submit
+real jobs as the testbed's submitter, run a bundle in the second pool, drive an export
+through the emulated site, look at what came back and at what is left at the site."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import testbed
 
 from lumberjack.site_spool import install_spool, remote_iwds_from_manifest
 
 JOB_SCRIPT = """#!/bin/sh
-# A test job: reads its inputs, writes outputs, exits with the code it is given.
+# A test job: reads its inputs, writes outputs, sleeps $3 seconds (default 0), exits
+# with the code it is given.
 echo "stdout of job $1"
 echo "stderr of job $1" >&2
 cat "in put.txt" data.txt > result.txt
 echo "renamed $1" > renamed.txt
+sleep "${3:-0}"
 exit "$2"
 """
 
@@ -148,3 +153,122 @@ def fetch_back(spool: Path, bundle: Path) -> None:
 
     shutil.rmtree(bundle / "spool")
     shutil.copytree(spool, bundle / "spool", symlinks=True)
+
+
+# ---- the site journey ------------------------------------------------------------------
+
+
+def expected_outputs(job_dir: Path, procs: range) -> dict[str, bytes]:
+    """What run.sh deterministically leaves in job_dir for procs (submitted by `submit`):
+    out.P, err.P, results/renamed-P.txt and the one result.txt they all write."""
+    inputs = (job_dir / "in put.txt").read_bytes() + (job_dir / "sub" / "data.txt").read_bytes()
+    expected = {"result.txt": inputs}
+    for p in procs:
+        expected[f"out.{p}"] = f"stdout of job {p}\n".encode()
+        expected[f"err.{p}"] = f"stderr of job {p}\n".encode()
+        expected[f"results/renamed-{p}.txt"] = f"renamed {p}\n".encode()
+    return expected
+
+
+def last_json(result: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def wait_finished(
+    name: str,
+    timeout: float = 300,
+    poll: float = 3,
+    on_status: Callable[[dict], None] | None = None,
+) -> dict:
+    """Poll `status NAME --json` until the site says finished; the last answer.
+    on_status(answer) is called with every answer (for a demo, or to look around)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = last_json(lumberjack("status", name, "--json"))
+        if on_status is not None:
+            on_status(answer)
+        if answer.get("finished"):
+            return answer
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} not finished at the site after {timeout:.0f} s: {answer}")
+        time.sleep(poll)
+
+
+def site_path(remote_path: str) -> Path:
+    """The host path of a path under /home at the site (the site's /home is a bind)."""
+    relative = Path(remote_path).relative_to("/home")
+    return testbed.site().home / relative
+
+
+def site_run(command: str, check: bool = True) -> str:
+    """Run a shell command at the site's login node as the site account, over SSH."""
+    from lumberjack.sites import find_profile
+    from lumberjack.transport import SiteConnection
+
+    with SiteConnection(find_profile("testbed")) as conn:
+        return conn.run(command, check=check).stdout
+
+
+def processes_of(remote_dir: str) -> dict[int, str]:
+    """PID -> command of every process on this machine that belongs to the export at
+    remote_dir: those whose command line or environment names that directory (the
+    Apptainer instance, the daemons, the pilots' scripts) and all their descendants
+    (squashfuse, starters, jobs). Read as root from /proc: the site has no PID namespace."""
+    marker = (remote_dir.rstrip("/") + "/").encode()
+    parents: dict[int, int] = {}
+    commands: dict[int, str] = {}
+    roots = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+        commands[pid] = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+        if marker in cmdline or marker in environ or remote_dir.encode() + b"\0" in cmdline:
+            roots.add(pid)
+    found = set(roots)
+    changed = True
+    while changed:
+        children = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= children
+        changed = bool(children)
+    found.discard(os.getpid())
+    return {pid: commands[pid] for pid in sorted(found)}
+
+
+def site_leftovers(name: str, remote_dir: str) -> list[str]:
+    """What still runs or is mounted at the site for export `name`; [] when clean."""
+    left = []
+    jobs = site_run("squeue -h -u hpcuser -o '%i %j %T'")
+    left += [f"slurm job: {line}" for line in jobs.splitlines() if f" lj-{name}" in line]
+    instances = site_run("apptainer instance list")
+    left += [f"instance: {line}" for line in instances.splitlines() if f"lumberjack-{name}" in line]
+    mounts = site_run("cat /proc/mounts")
+    left += [
+        f"mount: {line}"
+        for line in mounts.splitlines()
+        if "squashfuse" in line or remote_dir in line or "/apptainer/mnt/" in line
+    ]
+    left += [f"process {pid}: {cmd}" for pid, cmd in processes_of(remote_dir).items()]
+    return left
+
+
+def stop_at_site(name: str, remote_dir: str) -> None:
+    """Whatever state export `name` is in: stop its pool and pilots at the site and
+    remove its directory there (for tests and the demo that stop half-way)."""
+    if not site_path(remote_dir).exists():
+        return
+    agent = f"{remote_dir}/agent.pyz"
+    site_run(
+        f"test -f {agent} && python3 {agent} stop {remote_dir}; "
+        f"pilots=$(squeue -h -u hpcuser -o %j | grep '^lj-{name}-' | paste -sd, -); "
+        f'[ -n "$pilots" ] && scancel -u hpcuser -n "$pilots"; '
+        f"test -f {agent} && python3 {agent} remove {remote_dir}; rm -rf {remote_dir}",
+        check=False,
+    )
