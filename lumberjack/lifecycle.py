@@ -24,7 +24,7 @@ from typing import Any, Callable
 from lumberjack import bundle as bundle_mod
 from lumberjack import importer
 from lumberjack.agent_zipapp import build_agent
-from lumberjack.errors import BadInput, RemoteError
+from lumberjack.errors import BadInput, LumberjackError, RemoteError
 from lumberjack.ledger import ExportRecord, Ledger
 from lumberjack.remote_pool import ExportLayout
 from lumberjack.request import ResourceRequest, pilot_spec
@@ -39,6 +39,8 @@ FETCH_EXCLUDE = (
 )  # fmt: skip
 #: How long a pilot token stays valid beyond the walltime: time in the batch queue.
 TOKEN_QUEUE_ALLOWANCE_S = 3 * 24 * 3600
+#: How many times `sync` submits pilots for an export before it asks a person.
+MAX_PILOT_ROUNDS = 10
 # The phases each step starts from (a step may repeat: each is idempotent).
 SHIP_FROM = ("exported", "shipped")
 LAUNCH_FROM = ("shipped", "launched")
@@ -295,7 +297,7 @@ def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
             answer = status(ledger, site, record)
             if not answer.get("finished"):
                 if not _pilots_alive(answer) and answer["jobs"].get("idle"):
-                    launch(ledger, site, ledger.get(name))  # the last pilots ended: more
+                    relaunch(ledger, site, ledger.get(name))  # the last pilots ended: more
                     done.append("launch")
                 return done
             continue
@@ -306,6 +308,20 @@ def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
         else:
             return done
         done.append(phase)
+
+
+def relaunch(ledger: Ledger, site: Site, record: ExportRecord) -> None:
+    """New pilots for jobs left idle when the last ones ended, at most MAX_PILOT_ROUNDS
+    times: jobs that never start (a requirement no node meets) must not burn the
+    allocation forever."""
+    rounds = int(record.info.get("pilot_rounds", 1))
+    if rounds >= MAX_PILOT_ROUNDS:
+        raise LumberjackError(
+            f"{record.name}: {rounds} rounds of pilots ended with jobs still idle; see "
+            f"`status {record.name}`, then `fetch` and `import` to bring them home"
+        )
+    ledger.update_info(record.name, pilot_rounds=rounds + 1)
+    launch(ledger, site, record)
 
 
 def _pilots_alive(answer: dict[str, Any]) -> bool:
@@ -327,7 +343,7 @@ def sync(
 ) -> list[dict[str, Any]]:
     """Advance every export (or those named) as far as it goes now; never waits for a
     lock another process holds. One line of result per export, errors included."""
-    from lumberjack.errors import Busy, LumberjackError
+    from lumberjack.errors import Busy
 
     results = []
     for record in ledger.list():
