@@ -272,3 +272,30 @@ def stop_at_site(name: str, remote_dir: str) -> None:
         f"test -f {agent} && python3 {agent} remove {remote_dir}; rm -rf {remote_dir}",
         check=False,
     )
+
+
+def site_connection(site, known_hosts: Path | None = None):  # -> fabric.Connection
+    """A fabric connection to the emulated site as hpcuser, its host key pinned."""
+    import paramiko
+    from fabric import Connection
+
+    conn = Connection(
+        site.host,
+        user=site.user,
+        port=site.port,
+        connect_timeout=10,
+        connect_kwargs={
+            "key_filename": str(site.client_key),
+            "look_for_keys": False,
+            "allow_agent": False,
+        },
+    )
+    # Fabric auto-adds unknown host keys; the site's key must be pinned instead.
+    conn.client.load_host_keys(str(known_hosts or site.known_hosts))
+    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    return conn
+
+
+def site_sh(conn, command: str, warn: bool = False):
+    """Run a command at the site quietly (no stdin: pytest captures it)."""
+    return conn.run(command, hide=True, warn=warn, in_stream=False)

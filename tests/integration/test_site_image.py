@@ -7,39 +7,17 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-import paramiko
 import pytest
 import testbed
 from fabric import Connection
+from journey import site_connection as connect
+from journey import site_sh as sh
 
 from lumberjack.sites import find_profile
 
 pytestmark = pytest.mark.integration
 
 NODES = ["c1", "c2", "c3"]
-
-
-def connect(site) -> Connection:
-    conn = Connection(
-        site.host,
-        user=site.user,
-        port=site.port,
-        connect_timeout=10,
-        connect_kwargs={
-            "key_filename": str(site.client_key),
-            "look_for_keys": False,
-            "allow_agent": False,
-        },
-    )
-    # Fabric auto-adds unknown host keys; the site's key must be pinned instead.
-    conn.client.load_host_keys(str(site.known_hosts))
-    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    return conn
-
-
-def sh(conn: Connection, command: str, warn: bool = False):
-    """Run a command at the site quietly (no stdin: pytest captures it)."""
-    return conn.run(command, hide=True, warn=warn, in_stream=False)
 
 
 @pytest.fixture

@@ -10,33 +10,12 @@ import time
 import paramiko
 import pytest
 from fabric import Connection
+from journey import site_connection as connect
+from journey import site_sh as sh
 
 from lumberjack.batch import PilotSpec, PilotState, get_batch_system
 
 pytestmark = pytest.mark.integration
-
-
-def connect(site, known_hosts) -> Connection:
-    conn = Connection(
-        site.host,
-        user=site.user,
-        port=site.port,
-        connect_timeout=10,
-        connect_kwargs={
-            "key_filename": str(site.client_key),
-            "look_for_keys": False,
-            "allow_agent": False,
-        },
-    )
-    # Fabric auto-adds unknown host keys; the site's key must be pinned instead.
-    conn.client.load_host_keys(str(known_hosts))
-    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    return conn
-
-
-def sh(conn: Connection, command: str, warn: bool = False):
-    """Run a command at the site quietly (no stdin: pytest captures it)."""
-    return conn.run(command, hide=True, warn=warn, in_stream=False)
 
 
 @pytest.fixture
