@@ -1,4 +1,4 @@
-"""Throughput of lumberjack.jobqueuelog on a synthetic but schedd-shaped job_queue.log.
+"""Throughput of lumberjack.core.jobqueuelog on a synthetic but schedd-shaped job_queue.log.
 
     python bench/bench_jobqueuelog.py [N_RECORDS]
 
@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Any
 
-from lumberjack import jobqueuelog as jql
+from lumberjack.core import jobqueuelog as jql
 
 _CLUSTER_ATTRS = [
     ("Owner", '"alice"'),

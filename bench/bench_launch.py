@@ -40,8 +40,8 @@ import journey  # noqa: E402
 import testbed  # noqa: E402
 from bench_shipping import ssh_command  # noqa: E402
 
-from lumberjack.lifecycle import Site  # noqa: E402
-from lumberjack.sites import SiteProfile, find_profile  # noqa: E402
+from lumberjack.profiles.sites import SiteProfile, find_profile  # noqa: E402
+from lumberjack.state.lifecycle import Site  # noqa: E402
 
 SMALL_JOBS = 4
 MANY_JOBS = 30
@@ -55,7 +55,7 @@ _WATCHER = r"""
 import json, os, sys, time
 root, want, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 sys.path.insert(0, os.path.join(root, "agent.pyz"))
-from lumberjack import jobqueuelog as jql
+from lumberjack.core import jobqueuelog as jql
 def say(event, **extra):
     print(json.dumps(dict(event=event, t=time.time(), **extra)), flush=True)
 say("ready")

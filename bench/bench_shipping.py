@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 
 import testbed  # noqa: E402
 
-from lumberjack.bundle import FileEntry, entry_for  # noqa: E402
+from lumberjack.ap.bundle import FileEntry, entry_for  # noqa: E402
 from lumberjack.errors import RemoteError  # noqa: E402
-from lumberjack.sites import SiteProfile, find_profile  # noqa: E402
+from lumberjack.profiles.sites import SiteProfile, find_profile  # noqa: E402
 from lumberjack.transport import SiteConnection  # noqa: E402
 
 MIB = 1 << 20

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 import testbed
-
-from lumberjack.site_spool import install_spool, remote_iwds_from_manifest
+from site_spool import install_spool, remote_iwds_from_manifest
 
 JOB_SCRIPT = """#!/bin/sh
 # A test job: reads its inputs, writes outputs, sleeps $3 seconds (default 0), exits
@@ -202,7 +201,7 @@ def site_path(remote_path: str) -> Path:
 
 def site_run(command: str, check: bool = True) -> str:
     """Run a shell command at the site's login node as the site account, over SSH."""
-    from lumberjack.sites import find_profile
+    from lumberjack.profiles.sites import find_profile
     from lumberjack.transport import SiteConnection
 
     with SiteConnection(find_profile("testbed")) as conn:

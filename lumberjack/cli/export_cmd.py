@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from lumberjack import export as export_mod
-from lumberjack import importer
+from lumberjack.ap import export as export_mod
+from lumberjack.ap import importer
+from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
-from lumberjack.ledger import Ledger
-from lumberjack.schedd import LocalSchedd
+from lumberjack.state.ledger import Ledger
 
 
 @cli.command("export")
@@ -112,9 +112,9 @@ def export_to_site(
 ) -> dict:
     """Export for a site: request checked against the profile before any login, then
     one SSH connection resolves where the export will live there."""
-    from lumberjack import lifecycle
-    from lumberjack.request import report_dict, report_lines
-    from lumberjack.sites import find_profile
+    from lumberjack.profiles.request import report_dict, report_lines
+    from lumberjack.profiles.sites import find_profile
+    from lumberjack.state import lifecycle
 
     profile = find_profile(site)
     jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
@@ -215,7 +215,7 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
     """
     ledger = Ledger()
     if in_dir is None and name and ledger.get(name).site:
-        from lumberjack import lifecycle
+        from lumberjack.state import lifecycle
 
         record = ledger.get(name)
         with ledger.lock(name):

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from lumberjack import jobqueuelog
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option
+from lumberjack.core import jobqueuelog
 from lumberjack.errors import BadInput
 
 

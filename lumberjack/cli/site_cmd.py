@@ -8,12 +8,12 @@ from typing import Any, Callable
 
 import click
 
-from lumberjack import lifecycle
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option
 from lumberjack.cli.request_options import request_options
 from lumberjack.errors import Busy, LumberjackError
-from lumberjack.ledger import ExportRecord, Ledger
+from lumberjack.state import lifecycle
+from lumberjack.state.ledger import ExportRecord, Ledger
 
 name_argument = click.argument("name")
 dry_run_option = click.option(
@@ -217,9 +217,9 @@ def run_command(
       condor_lumberjack run --ids 12 --site testbed --nodes 3 --wait
       condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h
     """
-    from lumberjack import export as export_mod
+    from lumberjack.ap import export as export_mod
+    from lumberjack.ap.schedd import LocalSchedd
     from lumberjack.cli.export_cmd import export_to_site
-    from lumberjack.schedd import LocalSchedd
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)

@@ -9,8 +9,14 @@ import click
 from lumberjack.cli import cli
 from lumberjack.cli.common import LumberjackGroup, emit, json_option
 from lumberjack.cli.request_options import request_from_options, request_options
-from lumberjack.request import format_memory, format_walltime, report_dict, report_lines
-from lumberjack.sites import SiteProfile, display_path, find_profile, list_profiles, profile_dirs
+from lumberjack.profiles.request import format_memory, format_walltime, report_dict, report_lines
+from lumberjack.profiles.sites import (
+    SiteProfile,
+    display_path,
+    find_profile,
+    list_profiles,
+    profile_dirs,
+)
 
 
 @cli.group("sites", cls=LumberjackGroup)

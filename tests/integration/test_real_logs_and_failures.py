@@ -9,11 +9,11 @@ import pytest
 import testbed
 from journey import make_job_dir, query, submit
 
-from lumberjack import export as export_mod
-from lumberjack import jobqueuelog as jql
+from lumberjack.ap import export as export_mod
+from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.core import jobqueuelog as jql
 from lumberjack.errors import BadInput
-from lumberjack.ledger import Ledger
-from lumberjack.schedd import LocalSchedd
+from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from fabric import Connection
 from journey import site_connection as connect
 from journey import site_sh as sh
 
-from lumberjack.sites import find_profile
+from lumberjack.profiles.sites import find_profile
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """The emulated HPC site: sshd with a pinned host key, and a real 3-node Slurm cluster
-that runs a pilot rendered by lumberjack.batch."""
+that runs a pilot rendered by lumberjack.site.batch."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fabric import Connection
 from journey import site_connection as connect
 from journey import site_sh as sh
 
-from lumberjack.batch import PilotSpec, PilotState, get_batch_system
+from lumberjack.site.batch import PilotSpec, PilotState, get_batch_system
 
 pytestmark = pytest.mark.integration
 

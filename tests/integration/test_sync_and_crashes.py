@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from journey import lumberjack, make_job_dir, query, submit, tree
 
-from lumberjack.ledger import Ledger
-from lumberjack.schedd import LocalSchedd
+from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

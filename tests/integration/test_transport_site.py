@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.bundle import FileEntry, entry_for
+from lumberjack.ap.bundle import FileEntry, entry_for
 from lumberjack.errors import RemoteError
-from lumberjack.sites import find_profile
+from lumberjack.profiles.sites import find_profile
 from lumberjack.transport import SiteConnection
 
 pytestmark = pytest.mark.integration

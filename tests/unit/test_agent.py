@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack import agent
-from lumberjack import jobqueuelog as jql
-from lumberjack.remote_pool import ExportLayout
+from lumberjack.core import jobqueuelog as jql
+from lumberjack.site import agent
+from lumberjack.site.remote_pool import ExportLayout
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack import agent_zipapp
-from lumberjack import jobqueuelog as jql
+from lumberjack.ap import agent_zipapp
+from lumberjack.core import jobqueuelog as jql
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # -S: no site module (so no site-packages, no venv); -I: no PYTHONPATH, no user site.
@@ -48,8 +48,12 @@ def test_archive_has_fixed_times_sorted_names_and_the_modules() -> None:
         assert names == sorted(names)
         assert {info.date_time for info in infos} == {(1980, 1, 1, 0, 0, 0)}
         assert "__main__.py" in names
-        for module in agent_zipapp.AGENT_MODULES:
-            assert f"lumberjack/{module}" in names
+        package = Path(agent_zipapp.__file__).parents[1]
+        for sub in agent_zipapp.SHIPPED_PACKAGES:
+            for path in (package / sub).rglob("*.py"):
+                assert f"lumberjack/{path.relative_to(package).as_posix()}" in names
+        assert "lumberjack/site/agent.py" in names
+        assert not [name for name in names if name.startswith("lumberjack/ap/")]
         assert "spython/main/__init__.py" in names
         assert not [name for name in names if "/tests/" in name]
 
@@ -65,9 +69,9 @@ def test_runs_on_a_bare_python_with_help(pyz: Path) -> None:
 def test_spython_and_the_agent_import_from_inside_the_zip(pyz: Path) -> None:
     code = (
         "import sys, json; sys.path.insert(0, sys.argv[1]);"
-        "import spython.main, lumberjack.agent, lumberjack.batch.slurm;"
+        "import spython.main, lumberjack.site.agent, lumberjack.site.batch.slurm;"
         "from spython.main import Client;"
-        "print(json.dumps([spython.main.__file__, lumberjack.agent.__file__,"
+        "print(json.dumps([spython.main.__file__, lumberjack.site.agent.__file__,"
         " [m for m in sys.modules if m.split('.')[0] in ('click', 'fabric', 'paramiko')]]))"
     )
     result = subprocess.run([*BARE, "-c", code, str(pyz)], capture_output=True, text=True)

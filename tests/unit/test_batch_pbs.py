@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.batch import BatchError, PilotSpec, PilotState, get_batch_system, pbs
+from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system, pbs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "batch"
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")

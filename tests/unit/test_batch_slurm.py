@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.batch import BatchError, PilotSpec, PilotState, get_batch_system, slurm
+from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system, slurm
 
 FIXTURES = Path(__file__).parent / "fixtures" / "batch"
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from lumberjack.classad_text import (
+from lumberjack.core.classad_text import (
     int_or_none,
     is_true,
     is_undefined,

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lumberjack import agent, importer
-from lumberjack import jobqueuelog as jql
-from lumberjack.pathmap import PathMap
-from lumberjack.remote_pool import ExportLayout
+from lumberjack.ap import importer
+from lumberjack.ap.pathmap import PathMap
+from lumberjack.core import jobqueuelog as jql
+from lumberjack.site import agent
+from lumberjack.site.remote_pool import ExportLayout
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 import lumberjack.cli.inspect_cmd  # noqa: F401  (registers the command on `cli`)
-from lumberjack import jobqueuelog
 from lumberjack.cli import cli
+from lumberjack.core import jobqueuelog
 
 LOG = (
     "107 1 CreationTimestamp 1718000000\n"

@@ -1,4 +1,4 @@
-"""Unit tests for lumberjack.jobqueuelog: parse, format, replay, write, keys, summary."""
+"""Unit tests for lumberjack.core.jobqueuelog: parse, format, replay, write, keys, summary."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lumberjack import jobqueuelog as jql
-from lumberjack.jobqueuelog import Ad, JobKey, JobQueueLogError, LogRecord
+from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.jobqueuelog import Ad, JobKey, JobQueueLogError, LogRecord
 
 # A queue as a 25.x schedd writes it: header ad created outside any transaction, "105 "
 # and "106 " with their trailing space, cluster keys with a leading zero, values that are

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack import lifecycle
 from lumberjack.errors import BadInput, LumberjackError
-from lumberjack.ledger import Ledger
-from lumberjack.request import build_request
-from lumberjack.sites import find_profile
+from lumberjack.profiles.request import build_request
+from lumberjack.profiles.sites import find_profile
+from lumberjack.state import lifecycle
+from lumberjack.state.ledger import Ledger
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The export-side path rewrite (lumberjack.pathmap), on concrete jobs."""
+"""The export-side path rewrite (lumberjack.ap.pathmap), on concrete jobs."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lumberjack.classad_text import quote_string, unquote_string
-from lumberjack.errors import BadInput
-from lumberjack.pathmap import (
+from lumberjack.ap.pathmap import (
     INPUT_ATTRS,
     LOG_ATTRS,
     OUTPUT_ATTRS,
@@ -26,6 +24,8 @@ from lumberjack.pathmap import (
     rewrite_job,
     split_file_list,
 )
+from lumberjack.core.classad_text import quote_string, unquote_string
+from lumberjack.errors import BadInput
 
 SPOOL = "/scratch/alice/lj/calib/spool"
 IWD = "/home/alice/run 1"

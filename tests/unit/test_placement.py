@@ -1,4 +1,4 @@
-"""The import-side plan (lumberjack.placement), on concrete jobs and hostile file lists."""
+"""The import-side plan (lumberjack.ap.placement), on concrete jobs and hostile file lists."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lumberjack import placement
-from lumberjack.classad_text import quote_string
-from lumberjack.errors import BadInput
-from lumberjack.pathmap import JobPaths, proc_spool_dir, rewrite_job
-from lumberjack.placement import (
+from lumberjack.ap import placement
+from lumberjack.ap.pathmap import JobPaths, proc_spool_dir, rewrite_job
+from lumberjack.ap.placement import (
     Placement,
     allowed_roots,
     check_safe_relative,
     is_schedd_file,
     plan_outputs,
 )
+from lumberjack.core.classad_text import quote_string
+from lumberjack.errors import BadInput
 
 SPOOL = "/scratch/alice/lj/calib/spool"
 IWD = "/home/alice/run 1"

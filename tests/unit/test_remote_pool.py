@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack import remote_pool
-from lumberjack.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site import remote_pool
+from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 

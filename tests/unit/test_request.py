@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lumberjack.batch import get_batch_system
 from lumberjack.errors import BadInput
-from lumberjack.request import (
+from lumberjack.profiles.request import (
     SHUTDOWN_MARGIN_S,
     WALLTIME_MARGIN_S,
     JobRuntime,
@@ -28,7 +27,8 @@ from lumberjack.request import (
     report_lines,
     retire_before_end_s,
 )
-from lumberjack.sites import find_profile, list_profiles
+from lumberjack.profiles.sites import find_profile, list_profiles
+from lumberjack.site.batch import get_batch_system
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lumberjack.errors import BadInput
-from lumberjack.sites import (
+from lumberjack.profiles.sites import (
     find_profile,
     list_profiles,
     load_profile,

@@ -14,7 +14,7 @@ from lumberjack.cli.request_options import (
     request_from_options,
     request_options,
 )
-from lumberjack.sites import find_profile
+from lumberjack.profiles.sites import find_profile
 
 
 @pytest.fixture(autouse=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from lumberjack.bundle import FileEntry, entry_for
+from lumberjack.ap.bundle import FileEntry, entry_for
 from lumberjack.errors import BadInput, RemoteError
-from lumberjack.sites import load_profile
+from lumberjack.profiles.sites import load_profile
 from lumberjack.transport import (
     FileState,
     SiteConnection,

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumberjack import bundle as bundle_mod
-from lumberjack import jobqueuelog as jql
+from lumberjack.ap import bundle as bundle_mod
+from lumberjack.ap.export import owner_ids, prepare_owned_dir
+from lumberjack.ap.pathmap import JobPaths, PathMap
+from lumberjack.ap.placement import Placement, check_safe_relative, plan_outputs
+from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.core import jobqueuelog as jql
 from lumberjack.errors import BadInput
-from lumberjack.export import owner_ids, prepare_owned_dir
-from lumberjack.pathmap import JobPaths, PathMap
-from lumberjack.placement import Placement, check_safe_relative, plan_outputs
-from lumberjack.schedd import LocalSchedd
 
 PLACED = "placed.json"  # in BUNDLE/import-state: jobs whose outputs are in place
 FINAL_STATUSES = {"3", "4", "5"}  # removed, completed, held: keep what the site said

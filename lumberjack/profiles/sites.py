@@ -81,15 +81,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lumberjack.batch import SYSTEMS, cobalt, pbs, slurm
 from lumberjack.errors import BadInput
-from lumberjack.request import (
+from lumberjack.profiles.request import (
     format_memory,
     format_walltime,
     parse_hhmmss,
     parse_memory,
     parse_walltime,
 )
+from lumberjack.site.batch import SYSTEMS, cobalt, pbs, slurm
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -315,7 +315,7 @@ def profile_dirs() -> list[Path]:
     Directories that do not exist are listed but skipped when searching.
     """
     dirs: list[Path] = []
-    shipped = Path(__file__).resolve().parent.parent / "site-profiles"
+    shipped = Path(__file__).resolve().parents[2] / "site-profiles"
     if shipped.is_dir():
         dirs.append(shipped)
     for part in os.environ.get(PROFILES_ENV, "").split(os.pathsep):

@@ -44,9 +44,9 @@ import click
 import paramiko
 from fabric import Connection
 
-from lumberjack.bundle import FileEntry, check_relative
+from lumberjack.ap.bundle import FileEntry, check_relative
 from lumberjack.errors import BadInput, RemoteError
-from lumberjack.sites import SiteProfile
+from lumberjack.profiles.sites import SiteProfile
 
 CHUNK = 256 * 1024  # bytes per read/send: big enough to keep the channel busy
 CONNECT_TIMEOUT = 20

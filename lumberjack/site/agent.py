@@ -33,10 +33,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from lumberjack import jobqueuelog as jql
-from lumberjack import remote_pool
-from lumberjack.batch import BatchError, PilotSpec, PilotState, get_batch_system
-from lumberjack.remote_pool import ExportLayout, PoolSettings
+from lumberjack.core import jobqueuelog as jql
+from lumberjack.site import remote_pool
+from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
+from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 
 JOB_STATUS = {
     "1": "idle",

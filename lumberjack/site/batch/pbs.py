@@ -36,7 +36,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from lumberjack.batch import (
+from lumberjack.site.batch import (
     BatchError,
     PilotSpec,
     PilotState,

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack import __version__
-from lumberjack import bundle as bundle_mod
-from lumberjack import jobqueuelog as jql
+from lumberjack.ap import bundle as bundle_mod
+from lumberjack.ap.pathmap import PathMap, rewrite_job
+from lumberjack.ap.schedd import LocalSchedd, condor_version
+from lumberjack.core import jobqueuelog as jql
 from lumberjack.errors import BadInput, LumberjackError
-from lumberjack.ledger import Ledger, check_name
-from lumberjack.pathmap import PathMap, rewrite_job
-from lumberjack.schedd import LocalSchedd, condor_version
+from lumberjack.state.ledger import Ledger, check_name
 
 JOB_ID = re.compile(r"^(\d+)(?:\.(\d+))?$")
 STATUS_NAMES = {1: "idle", 2: "running", 3: "removed", 4: "completed", 5: "held",

@@ -63,7 +63,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from lumberjack.classad_text import is_undefined, literal_bool, quote_string, unquote_string
+from lumberjack.core.classad_text import is_undefined, literal_bool, quote_string, unquote_string
 from lumberjack.errors import BadInput
 
 DEVNULL = "/dev/null"

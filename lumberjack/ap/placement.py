@@ -44,9 +44,7 @@ from __future__ import annotations
 import posixpath
 from typing import NamedTuple, Optional
 
-from lumberjack.classad_text import is_undefined, unquote_string
-from lumberjack.errors import BadInput
-from lumberjack.pathmap import (
+from lumberjack.ap.pathmap import (
     DEVNULL,
     REMOTE_STDERR,
     REMOTE_STDOUT,
@@ -56,6 +54,8 @@ from lumberjack.pathmap import (
     remap_name,
     split_file_list,
 )
+from lumberjack.core.classad_text import is_undefined, unquote_string
+from lumberjack.errors import BadInput
 
 KINDS = ("stdout", "stderr", "output", "userlog")
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from lumberjack.batch import (
+from lumberjack.site.batch import (
     BatchError,
     PilotSpec,
     PilotState,

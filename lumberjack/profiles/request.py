@@ -42,11 +42,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
-from lumberjack.batch import PilotSpec
 from lumberjack.errors import BadInput
+from lumberjack.site.batch import PilotSpec
 
 if TYPE_CHECKING:
-    from lumberjack.sites import Queue, SiteProfile
+    from lumberjack.profiles.sites import Queue, SiteProfile
 
 WALLTIME_MARGIN_S = 600
 SHUTDOWN_MARGIN_S = 300

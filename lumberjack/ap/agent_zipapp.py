@@ -1,7 +1,7 @@
 """Build agent.pyz: the site agent as one file that a bare `python3` runs.
 
-It holds the stdlib-only parts of this package that the login node needs (the agent,
-the remote pool's configs, the job_queue.log reader/writer, the batch modules) and the
+It holds the site side of this package (`lumberjack.core` and `lumberjack.site`, stdlib
+only) and the
 pure-Python spython, which drives Apptainer. The archive is byte-for-byte reproducible
 (fixed timestamps, sorted names), so re-shipping an unchanged agent moves no bytes.
 """
@@ -15,18 +15,10 @@ from pathlib import Path
 
 import lumberjack
 
-#: The package modules the agent imports (directly or through each other).
-AGENT_MODULES = (
-    "__init__.py",
-    "agent.py",
-    "remote_pool.py",
-    "jobqueuelog.py",
-    "batch/__init__.py",
-    "batch/slurm.py",
-    "batch/pbs.py",
-    "batch/cobalt.py",
-)
-MAIN = "from lumberjack.agent import main\nraise SystemExit(main())\n"
+#: The subpackages shipped to the site: everything under them is stdlib-only (a unit test
+#: enforces it), so the archive is built from whole packages, never from a list of files.
+SHIPPED_PACKAGES = ("core", "site")
+MAIN = "from lumberjack.site.agent import main\nraise SystemExit(main())\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -34,8 +26,11 @@ def build_agent() -> bytes:
     """The zipapp's bytes (starts with a shebang line, like `python -m zipapp` makes)."""
     package = Path(lumberjack.__file__).parent
     files: dict[str, bytes] = {"__main__.py": MAIN.encode()}
-    for name in AGENT_MODULES:
-        files[f"lumberjack/{name}"] = (package / name).read_bytes()
+    files["lumberjack/__init__.py"] = (package / "__init__.py").read_bytes()
+    for sub in SHIPPED_PACKAGES:
+        for path in sorted((package / sub).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[f"lumberjack/{path.relative_to(package).as_posix()}"] = path.read_bytes()
     files.update(_spython_files())
     buffer = io.BytesIO()
     buffer.write(b"#!/usr/bin/env python3\n")

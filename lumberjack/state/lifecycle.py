@@ -21,14 +21,14 @@ import shutil
 from dataclasses import asdict
 from typing import Any, Callable
 
-from lumberjack import bundle as bundle_mod
-from lumberjack import importer
-from lumberjack.agent_zipapp import build_agent
+from lumberjack.ap import bundle as bundle_mod
+from lumberjack.ap import importer
+from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.errors import BadInput, LumberjackError, RemoteError
-from lumberjack.ledger import ExportRecord, Ledger
-from lumberjack.remote_pool import ExportLayout
-from lumberjack.request import ResourceRequest, pilot_spec
-from lumberjack.sites import SiteProfile, find_profile
+from lumberjack.profiles.request import ResourceRequest, pilot_spec
+from lumberjack.profiles.sites import SiteProfile, find_profile
+from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.state.ledger import ExportRecord, Ledger
 
 RETURNED = "returned"  # the remote spool as fetched, inside the local bundle
 #: What comes back from the site's spool: the queue and each job's directory; not the
@@ -359,7 +359,7 @@ def sync(
         try:
             with ledger.lock(record.name):
                 if schedd is None and record.phase in ("exporting", "fetched", "finished"):
-                    from lumberjack.schedd import LocalSchedd
+                    from lumberjack.ap.schedd import LocalSchedd
 
                     schedd = LocalSchedd()
                 if record.phase == "exporting":
@@ -379,7 +379,7 @@ def sync(
 def recover_exporting(ledger: Ledger, schedd: Any, record: ExportRecord) -> str:
     """An export that crashed between the schedd's export and a complete bundle: its
     jobs go back to the local schedd (the bundle never left this machine)."""
-    from lumberjack.export import remove_bundle, rollback
+    from lumberjack.ap.export import remove_bundle, rollback
 
     rollback(schedd, ledger, record.name, record.clusters, reason="recovered by sync after a crash")
     remove_bundle(record.bundle_dir)

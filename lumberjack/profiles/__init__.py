@@ -1,0 +1,1 @@
+"""Site profiles and resource requests: pure, validated before anyone logs in."""
