@@ -7,10 +7,11 @@ each job's working directory must exist and belong to the account the jobs run a
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
+
+from lumberjack.core.manifest import read_manifest
 
 QUEUE_LOG = "job_queue.log"
 
@@ -62,5 +63,4 @@ def _make_readable(root: Path) -> None:
 
 
 def remote_iwds_from_manifest(manifest_path: Path) -> list[str]:
-    data = json.loads(manifest_path.read_text())
-    return [job["remote_iwd"] for job in data["path_map"]["jobs"].values()]
+    return read_manifest(manifest_path).remote_iwds()

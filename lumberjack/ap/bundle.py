@@ -16,66 +16,22 @@ import json
 import os
 import shutil
 import tempfile
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
+from lumberjack.core.manifest import (
+    MANIFEST,
+    FileEntry,
+    Manifest,
+    ManifestError,
+    read_manifest,
+)
 from lumberjack.errors import BadInput
 
-MANIFEST = "manifest.json"
+__all__ = ["MANIFEST", "FileEntry", "Manifest", "load_manifest", "write_manifest"]
+
 SPOOL = "spool"
 NATIVE = "native"
-FORMAT = "condor-lumberjack-bundle/1"
 CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """One file of bundle/spool: path relative to it, size, sha256, executable bit."""
-
-    path: str
-    size: int
-    sha256: str
-    executable: bool = False
-
-
-@dataclass
-class Manifest:
-    name: str
-    owner: str
-    remote_spool: str
-    condor_version: str
-    lumberjack_version: str
-    clusters: list[int]
-    jobs: list[str]
-    files: list[FileEntry]
-    path_map: dict[str, Any]
-    site: str | None = None
-    created: float = field(default_factory=time.time)
-    format: str = FORMAT
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["files"] = [asdict(f) for f in self.files]
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], source: str) -> Manifest:
-        try:
-            if data.get("format") != FORMAT:
-                raise ValueError(f"unknown format {data.get('format')!r}")
-            files = [FileEntry(**entry) for entry in data["files"]]
-            fields = {k: v for k, v in data.items() if k != "files"}
-            manifest = cls(files=files, **fields)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadInput(f"{source}: not a lumberjack manifest ({exc})") from exc
-        for entry in manifest.files:
-            check_relative(entry.path, source)
-        return manifest
-
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
 
 
 def check_relative(path: str, source: str) -> str:
@@ -95,12 +51,14 @@ def write_manifest(bundle_dir: Path, manifest: Manifest) -> Path:
 def load_manifest(bundle_dir: Path) -> Manifest:
     path = bundle_dir / MANIFEST
     try:
-        data = json.loads(path.read_text())
+        manifest = read_manifest(path)
     except FileNotFoundError as exc:
         raise BadInput(f"{bundle_dir}: no {MANIFEST}; not a complete lumberjack bundle") from exc
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"{path}: unreadable manifest ({exc})") from exc
-    return Manifest.from_json(data, str(path))
+    except ManifestError as exc:
+        raise BadInput(str(exc)) from exc
+    for entry in manifest.files:
+        check_relative(entry.path, str(path))
+    return manifest
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:

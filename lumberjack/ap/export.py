@@ -25,12 +25,12 @@ from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.jobstatus import word_of
+from lumberjack.core.records import NOT_IN_JSON, JsonRecord
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state.ledger import Ledger, check_name
 
 JOB_ID = re.compile(r"^(\d+)(?:\.(\d+))?$")
-STATUS_NAMES = {1: "idle", 2: "running", 3: "removed", 4: "completed", 5: "held",
-                6: "transferring output", 7: "suspended"}  # fmt: skip
 EXPORTABLE_UNIVERSES = {5}  # vanilla (containers are vanilla jobs with an image)
 RUNTIME_ATTRS = ("RequestRuntime", "MaxRuntime", "JobDurationLimit", "AllowedJobDuration")
 
@@ -59,7 +59,7 @@ class Selection:
 
 
 @dataclass
-class Plan:
+class Plan(JsonRecord):
     """What an export will do (also what --dry-run prints)."""
 
     name: str
@@ -70,19 +70,7 @@ class Plan:
     remote_spool: str
     input_files: int
     input_bytes: int
-    job_runtimes_s: list[int] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "owner": self.owner,
-            "clusters": self.clusters,
-            "jobs": self.jobs,
-            "bundle_dir": str(self.bundle_dir),
-            "remote_spool": self.remote_spool,
-            "input_files": self.input_files,
-            "input_bytes": self.input_bytes,
-        }
+    job_runtimes_s: list[int] = field(default_factory=list, metadata=NOT_IN_JSON)
 
 
 def default_name(site: str | None, taken: Callable[[str], bool] = lambda _: False) -> str:
@@ -157,8 +145,7 @@ def preflight(jobs: list[dict]) -> None:
                 f"{job_id} is already exported (managed by {job.get('ManagedManager')})"
             )
         elif job.get("JobStatus") != 1:
-            status = STATUS_NAMES.get(job.get("JobStatus"), str(job.get("JobStatus")))
-            problems.append(f"{job_id} is {status}, not idle")
+            problems.append(f"{job_id} is {word_of(job.get('JobStatus'))}, not idle")
         elif job.get("JobUniverse") not in EXPORTABLE_UNIVERSES:
             problems.append(
                 f"{job_id} is in universe {job.get('JobUniverse')}; only vanilla jobs can move"

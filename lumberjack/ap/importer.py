@@ -16,7 +16,6 @@ import posixpath
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.export import owner_ids, prepare_owned_dir
@@ -24,15 +23,15 @@ from lumberjack.ap.pathmap import JobPaths, PathMap
 from lumberjack.ap.placement import Placement, check_safe_relative, plan_outputs
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
+from lumberjack.core.records import JsonRecord
 from lumberjack.errors import BadInput
 
 PLACED = "placed.json"  # in BUNDLE/import-state: jobs whose outputs are in place
-FINAL_STATUSES = {"3", "4", "5"}  # removed, completed, held: keep what the site said
-IDLE = "1"
 
 
 @dataclass
-class ImportReport:
+class ImportReport(JsonRecord):
     name: str
     jobs: int = 0
     completed: int = 0
@@ -40,17 +39,6 @@ class ImportReport:
     files_placed: int = 0
     bytes_placed: int = 0
     placements: list[dict[str, str]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "jobs": self.jobs,
-            "completed": self.completed,
-            "handed_back_idle": self.handed_back_idle,
-            "files_placed": self.files_placed,
-            "bytes_placed": self.bytes_placed,
-            "placements": self.placements,
-        }
 
 
 def find_returned_spool(directory: Path) -> tuple[Path, Path]:
@@ -150,12 +138,12 @@ def import_ads(
             ad.delete(name)
         for name, value in restore.items():
             ad.set(name, value)
-        status = ad.get("JobStatus", IDLE)
-        if status == "4":
+        status = status_of(ad.get("JobStatus"))
+        if status is JobStatus.COMPLETED:
             completed += 1
-        if status not in FINAL_STATUSES:
+        if status not in FINAL:
             # Stopped at the site before it finished: it runs again, here or elsewhere.
-            ad.set("JobStatus", IDLE)
+            ad.set("JobStatus", str(int(JobStatus.IDLE)))
             idle += 1
     return ads, completed, idle
 

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from lumberjack.core.classad_text import is_undefined, literal_bool, quote_string, unquote_string
+from lumberjack.core.records import JsonRecord, RecordError, from_json, to_json
 from lumberjack.errors import BadInput
 
 DEVNULL = "/dev/null"
@@ -194,7 +195,7 @@ def remap_name(remaps: list[tuple[str, str]], name: str, _depth: int = 0) -> Opt
 
 
 @dataclass(frozen=True)
-class InputFile:
+class InputFile(JsonRecord):
     """One input to ship: the local file or directory, its place at the site and in the bundle.
 
     ``is_dir`` is True when some job named it with a trailing ``/``; False does not prove
@@ -206,27 +207,9 @@ class InputFile:
     bundle_path: str
     is_dir: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "local": self.local_path,
-            "remote": self.remote_path,
-            "bundle": self.bundle_path,
-            "is_dir": self.is_dir,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> InputFile:
-        d = _as_dict(data, "input")
-        return cls(
-            local_path=_get_str(d, "local"),
-            remote_path=_get_str(d, "remote"),
-            bundle_path=_get_str(d, "bundle"),
-            is_dir=_get_bool(d, "is_dir"),
-        )
-
 
 @dataclass
-class JobPaths:
+class JobPaths(JsonRecord):
     """What the import side needs to know about one job's paths (stored in the manifest).
 
     Paths are absolute local paths, lexically normalised, or ``/dev/null``; None when the
@@ -260,56 +243,14 @@ class JobPaths:
         """(attributes to set back in the proc ad, attributes to delete from it)."""
         return dict(self.original), list(self.unset)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "proc": self.proc,
-            "local_iwd": self.local_iwd,
-            "remote_iwd": self.remote_iwd,
-            "original": dict(self.original),
-            "unset": list(self.unset),
-            "out": self.out,
-            "err": self.err,
-            "user_log": self.user_log,
-            "dagman_nodes_log": self.dagman_nodes_log,
-            "remaps": [[s, d] for s, d in self.remaps],
-            "transfer_output": self.transfer_output,
-            "preserve_relative_paths": self.preserve_relative_paths,
-            "input_names": list(self.input_names),
-        }
-
     @classmethod
-    def from_json(cls, data: Any) -> JobPaths:
-        d = _as_dict(data, "job")
-        original = _as_dict(d.get("original", {}), "original")
-        remaps_raw = d.get("remaps", [])
-        if not isinstance(remaps_raw, list):
-            raise _malformed("remaps is not a list")
-        remaps: list[tuple[str, str]] = []
-        for pair in remaps_raw:
-            if not (
-                isinstance(pair, (list, tuple))
-                and len(pair) == 2
-                and all(isinstance(x, str) for x in pair)
-            ):
-                raise _malformed("a remap is not a [source, destination] pair")
-            remaps.append((pair[0], pair[1]))
-        job = cls(
-            cluster=_get_int(d, "cluster"),
-            proc=_get_int(d, "proc"),
-            local_iwd=_get_str(d, "local_iwd"),
-            remote_iwd=_get_str(d, "remote_iwd"),
-            original={str(k): _str_value(v, "original") for k, v in original.items()},
-            unset=_get_str_list(d, "unset"),
-            out=_get_opt_str(d, "out"),
-            err=_get_opt_str(d, "err"),
-            user_log=_get_opt_str(d, "user_log"),
-            dagman_nodes_log=_get_opt_str(d, "dagman_nodes_log"),
-            remaps=remaps,
-            transfer_output=_get_opt_str(d, "transfer_output"),
-            preserve_relative_paths=_get_bool(d, "preserve_relative_paths"),
-            input_names=_get_str_list(d, "input_names"),
-        )
+    def from_json(cls, data: Any, where: str = "job") -> JobPaths:
+        try:
+            job = from_json(cls, data, where)
+        except RecordError as exc:
+            raise _malformed(str(exc)) from None
+        if job.cluster < 0 or job.proc < 0:
+            raise _malformed(f"job {job.job_id}: cluster and proc must not be negative")
         for what, path in (
             ("local_iwd", job.local_iwd),
             ("out", job.out),
@@ -672,8 +613,8 @@ class PathMap:
         return {
             "format": 1,
             "remote_spool": self.remote_spool,
-            "inputs": [self.inputs[k].to_json() for k in sorted(self.inputs)],
-            "jobs": {k: self.jobs[k].to_json() for k in sorted(self.jobs, key=_job_sort_key)},
+            "inputs": [to_json(self.inputs[k]) for k in sorted(self.inputs)],
+            "jobs": {k: to_json(self.jobs[k]) for k in sorted(self.jobs, key=_job_sort_key)},
         }
 
     @classmethod
@@ -686,7 +627,10 @@ class PathMap:
         if not isinstance(inputs_raw, list):
             raise _malformed("inputs is not a list")
         for raw in inputs_raw:
-            item = InputFile.from_json(raw)
+            try:
+                item = from_json(InputFile, raw, "input")
+            except RecordError as exc:
+                raise _malformed(str(exc)) from None
             if item.remote_path != mirror_path(pm.remote_spool, item.local_path):
                 raise _malformed(f"input {_shown(item.local_path)} is not mirrored as expected")
             if item.bundle_path != bundle_path(item.local_path):
@@ -812,42 +756,8 @@ def _as_dict(data: Any, what: str) -> dict[str, Any]:
     return data
 
 
-def _str_value(v: Any, what: str) -> str:
-    if not isinstance(v, str):
-        raise _malformed(f"{what} holds a non-string value")
-    return v
-
-
 def _get_str(d: Mapping[str, Any], key: str) -> str:
     v = d.get(key)
     if not isinstance(v, str):
         raise _malformed(f"{key} is missing or not a string")
     return v
-
-
-def _get_opt_str(d: Mapping[str, Any], key: str) -> Optional[str]:
-    v = d.get(key)
-    if v is not None and not isinstance(v, str):
-        raise _malformed(f"{key} is not a string")
-    return v
-
-
-def _get_int(d: Mapping[str, Any], key: str) -> int:
-    v = d.get(key)
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise _malformed(f"{key} is missing or not a non-negative integer")
-    return v
-
-
-def _get_bool(d: Mapping[str, Any], key: str) -> bool:
-    v = d.get(key, False)
-    if not isinstance(v, bool):
-        raise _malformed(f"{key} is not true or false")
-    return v
-
-
-def _get_str_list(d: Mapping[str, Any], key: str) -> list[str]:
-    v = d.get(key, [])
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise _malformed(f"{key} is not a list of strings")
-    return list(v)

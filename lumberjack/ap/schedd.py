@@ -110,14 +110,26 @@ def ad_to_dict(ad: Any) -> JobAd:
     import classad2
 
     out = JobAd()
-    out.texts = {}
+    out.texts = old_syntax_texts(ad)
     for key in ad.keys():
         value = ad.get(key)
-        out.texts[key] = str(ad.lookup(key))
         if isinstance(value, classad2.ExprTree):
             value = str(value)
         out[key] = value
     return out
+
+
+def old_syntax_texts(ad: Any) -> dict[str, str]:
+    """Each attribute's expression text in the OLD ClassAd syntax, as job_queue.log holds
+    it (lumberjack.core.classad_text reads that syntax). `str(ad.lookup(k))` would give
+    the NEW syntax: backslashes doubled, non-ASCII as octal escapes, so a path planned
+    from it would not be the path the schedd's log holds."""
+    texts = {}
+    for line in ad.printOld().splitlines():
+        name, sep, text = line.partition(" = ")
+        if sep:
+            texts[name] = text
+    return texts
 
 
 def _check_action(result: Any, what: str) -> None:

@@ -75,6 +75,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lumberjack.core.jobstatus import JobStatus
+
 __all__ = [
     "OP_LOG_HISTORICAL_SEQUENCE_NUMBER",
     "OP_NEW_CLASSAD",
@@ -115,15 +117,7 @@ OP_LOG_HISTORICAL_SEQUENCE_NUMBER = 107
 # HTCondor writes this instead of an empty MyType/TargetType so the field count stays right.
 EMPTY_TYPE_NAME = "(empty)"
 
-JOB_STATUS_NAMES: dict[int, str] = {
-    1: "Idle",
-    2: "Running",
-    3: "Removed",
-    4: "Completed",
-    5: "Held",
-    6: "Transferring Output",
-    7: "Suspended",
-}
+JOB_STATUS_NAMES: dict[int, str] = {status.value: status.title for status in JobStatus}
 
 _OPS = {str(op): op for op in range(101, 108)}
 _OP_WHAT = {

@@ -34,20 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
+from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
 from lumberjack.site import remote_pool
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 
-JOB_STATUS = {
-    "1": "idle",
-    "2": "running",
-    "3": "removed",
-    "4": "completed",
-    "5": "held",
-    "6": "transferring_output",
-    "7": "suspended",
-}
-FINISHED = ("completed", "removed")
 QUEUE_LOG = "job_queue.log"
 PLACED_MARK = "queue-placed"  # in pool/: the queue went in; never again
 SCHEDD_TIMEOUT_S = 120
@@ -66,18 +58,21 @@ def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict
     if mark.exists():
         return {"placed": False, "reason": "already placed"}
     bundle = Path(layout.bundle)
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    if os.path.realpath(manifest["remote_spool"]) != os.path.realpath(layout.spool):
+    try:
+        manifest = read_manifest(bundle / MANIFEST)
+    except (OSError, ManifestError) as exc:
+        raise AgentError(str(exc)) from exc
+    if os.path.realpath(manifest.remote_spool) != os.path.realpath(layout.spool):
         raise AgentError(
-            f"the bundle was exported for spool {manifest['remote_spool']}, "
+            f"the bundle was exported for spool {manifest.remote_spool}, "
             f"not {layout.spool}; export it again for this site"
         )
     source = bundle / "spool"
     spool = Path(layout.spool)
     spool.mkdir(parents=True, exist_ok=True)
     linked = 0
-    for entry in manifest["files"]:
-        relative = entry["path"]
+    for entry in manifest.files:
+        relative = entry.path
         if relative == QUEUE_LOG:
             continue
         target = spool / relative
@@ -85,8 +80,8 @@ def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict
         if not target.exists():
             _link_or_copy(source / relative, target)
             linked += 1
-    for job in manifest["path_map"]["jobs"].values():
-        Path(job["remote_iwd"]).mkdir(parents=True, exist_ok=True)
+    for iwd in manifest.remote_iwds():
+        Path(iwd).mkdir(parents=True, exist_ok=True)
     ads = jql.read_log(source / QUEUE_LOG)
     owners = run_as_site_account(ads, site_user, trust_domain)
     # The queue goes in last, atomically: a schedd never sees jobs without their inputs.
@@ -320,7 +315,8 @@ def job_counts(layout: ExportLayout) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for key, ad in ads.items():
         if jql.key_kind(key) == "proc":
-            counts[JOB_STATUS.get(ad.get("JobStatus", "1") or "1", "other")] += 1
+            status = status_of(ad.get("JobStatus") or JobStatus.IDLE)
+            counts[status.word if status is not None else "other"] += 1
     return dict(counts)
 
 
@@ -338,7 +334,7 @@ def status(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
     return {
         "jobs": counts,
         "total": total,
-        "finished": total > 0 and sum(counts.get(s, 0) for s in FINISHED) == total,
+        "finished": total > 0 and sum(counts.get(s.word, 0) for s in FINISHED) == total,
         "pool_running": bool(pool_processes(layout, "condor_master")),
         "placed": Path(layout.pool, PLACED_MARK).exists(),
         "pilots": pilots,

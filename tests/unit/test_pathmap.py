@@ -429,7 +429,7 @@ def test_json_roundtrip() -> None:
         lambda d: d["jobs"]["1.0"].update(out="../x"),
         lambda d: d["jobs"]["1.0"].update(remaps=[["a"]]),
         lambda d: d["jobs"].update({"2.0": d["jobs"]["1.0"]}),
-        lambda d: d["inputs"][0].update(remote="/etc/passwd"),
+        lambda d: d["inputs"][0].update(remote_path="/etc/passwd"),
         lambda d: d.update(jobs=[]),
     ],
 )

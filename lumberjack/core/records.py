@@ -1,0 +1,125 @@
+"""Dataclasses to and from JSON, written once for every record that crosses a boundary
+(the manifest, the path map, the ledger, the CLI's --json).
+
+`from_json` checks every field's type against the dataclass's annotations, because the
+data may come back from a site or from a file a user could edit: a wrong shape is a
+`RecordError` naming the field, never a half-built record. Stdlib only (both sides).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+T = TypeVar("T")
+
+#: Field metadata that keeps a field out of the JSON (e.g. working data of a plan).
+NOT_IN_JSON = {"json": False}
+
+
+_UNIONS = (Union, getattr(types, "UnionType", Union))  # `X | None` is types.UnionType
+
+
+class RecordError(ValueError):
+    """The data does not have the record's shape; the message names the field."""
+
+
+def to_json(record: Any) -> Any:
+    """A dataclass (or list/dict/tuple of them) as plain JSON values."""
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return {
+            f.name: to_json(getattr(record, f.name))
+            for f in dataclasses.fields(record)
+            if f.metadata.get("json", True)
+        }
+    if isinstance(record, dict):
+        return {str(k): to_json(v) for k, v in record.items()}
+    if isinstance(record, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in record]
+    if isinstance(record, Path):
+        return str(record)
+    return record
+
+
+class JsonRecord:
+    """Mixin for dataclasses: `record.to_json()` and `Record.from_json(data, where)`."""
+
+    def to_json(self) -> Any:
+        return to_json(self)
+
+    @classmethod
+    def from_json(cls: type[T], data: Any, where: str = "") -> T:
+        return from_json(cls, data, where)
+
+
+def from_json(cls: type[T], data: Any, where: str = "") -> T:
+    """Build `cls` from JSON data, checking each field; unknown keys are refused."""
+    return _build(cls, data, where or cls.__name__)
+
+
+def _build(kind: Any, data: Any, where: str) -> Any:
+    if kind is Any:
+        return data
+    if dataclasses.is_dataclass(kind):
+        return _dataclass(kind, data, where)
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if origin in _UNIONS:
+        if data is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        errors = []
+        for option in options:
+            try:
+                return _build(option, data, where)
+            except RecordError as exc:
+                errors.append(exc)
+        raise errors[0]
+    if origin is list:
+        _expect(isinstance(data, list), where, "a list")
+        return [_build(args[0], v, f"{where}[{i}]") for i, v in enumerate(data)]
+    if origin is tuple:
+        _expect(isinstance(data, (list, tuple)) and len(data) == len(args), where,
+                f"a list of {len(args)}")  # fmt: skip
+        return tuple(_build(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+    if origin is dict:
+        _expect(isinstance(data, dict), where, "an object")
+        return {
+            _build(args[0], k, f"{where} key"): _build(args[1], v, f"{where}[{k!r}]")
+            for k, v in data.items()
+        }
+    if kind is Path:
+        _expect(isinstance(data, str), where, "a path")
+        return Path(data)
+    if kind is float:
+        _expect(isinstance(data, (int, float)) and not isinstance(data, bool), where, "a number")
+        return float(data)
+    if kind in (str, int, bool):
+        ok = isinstance(data, kind) and (kind is bool or not isinstance(data, bool))
+        _expect(ok, where, f"{'an' if kind is int else 'a'} {kind.__name__}")
+        return data
+    raise TypeError(f"records cannot build {kind!r}")  # a programming error, not bad data
+
+
+def _dataclass(cls: Any, data: Any, where: str) -> Any:
+    _expect(isinstance(data, dict), where, "an object")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise RecordError(f"{where}: unknown field {unknown[0]!r}")
+    values = {}
+    for name, f in known.items():
+        if name in data:
+            values[name] = _build(hints[name], data[name], f"{where}.{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise RecordError(f"{where}: missing field {name!r}")
+    return cls(**values)
+
+
+def _expect(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise RecordError(f"{where}: not {what}")
