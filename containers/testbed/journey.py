@@ -105,7 +105,10 @@ def lumberjack(*args: str, check: bool = True) -> subprocess.CompletedProcess[st
         [sys.executable, "-m", "lumberjack", *args], capture_output=True, text=True, env=os.environ
     )
     if check and result.returncode != 0:
-        raise AssertionError(f"condor_lumberjack {' '.join(args)} failed: {result.stderr}")
+        raise AssertionError(
+            f"condor_lumberjack {' '.join(args)} failed ({result.returncode}): "
+            f"{result.stderr.strip() or result.stdout.strip()}"
+        )
     return result
 
 
