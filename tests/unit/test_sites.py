@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import lumberjack.profiles
 from lumberjack.errors import BadInput
 from lumberjack.profiles.sites import (
     find_profile,
@@ -18,6 +19,7 @@ from lumberjack.profiles.sites import (
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
+PACKAGED = Path(lumberjack.profiles.__file__).parent / "site-profiles"
 REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
 
 
@@ -293,7 +295,8 @@ def test_local_paths_expand_and_resolve_against_the_profile(tmp_path, monkeypatc
 def test_profile_dirs_order(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
     dirs = profile_dirs()
-    assert dirs[0] == SHIPPED
+    assert dirs[0] == PACKAGED
+    assert SHIPPED.resolve() == PACKAGED.resolve()  # the checkout's site-profiles/ links to it
     assert dirs[1:] == [
         tmp_path / "a",
         tmp_path / "b",
