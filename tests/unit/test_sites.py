@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from lumberjack.profiles.sites import (
     load_profile,
     profile_dirs,
     profile_files,
+    shipped_profile_dir,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,6 +80,15 @@ def error_of(path: Path) -> str:
 def test_every_shipped_profile_loads():
     names = [profile.name for profile in list_profiles()]
     assert names == sorted(["testbed", *REAL_SITES])
+
+
+def test_profiles_are_found_through_the_package():
+    shipped = resources.files("lumberjack.profiles") / "site-profiles"
+    names = sorted(item.name for item in shipped.iterdir() if item.name.endswith(".toml"))
+    assert names == sorted(f"{name}.toml" for name in ["testbed", *REAL_SITES])
+    assert (shipped / "README.md").is_file()
+    assert shipped_profile_dir() == Path(str(shipped)) == PACKAGED
+    assert profile_files()["perlmutter"] == PACKAGED / "perlmutter.toml"
 
 
 @pytest.mark.parametrize("name", ["testbed", *REAL_SITES])
