@@ -12,8 +12,8 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest, RuntimeLike, build_request
-from lumberjack.profiles.sites import SiteProfile
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -9,14 +9,10 @@ import click
 from lumberjack.cli import cli
 from lumberjack.cli.common import LumberjackGroup, emit, json_option
 from lumberjack.cli.request_options import request_from_options, request_options
-from lumberjack.profiles.request import format_memory, format_walltime, report_dict, report_lines
-from lumberjack.profiles.sites import (
-    SiteProfile,
-    display_path,
-    find_profile,
-    list_profiles,
-    profile_dirs,
-)
+from lumberjack.core.units import format_memory, format_walltime
+from lumberjack.profiles.model import SiteProfile, display_path
+from lumberjack.profiles.request import report_dict, report_lines
+from lumberjack.profiles.sites import find_profile, list_profiles, profile_dirs
 
 
 @cli.group("sites", cls=LumberjackGroup)
@@ -36,8 +32,9 @@ def sites() -> None:
 def list_cmd(as_json: bool) -> None:
     """List every site profile found: name, system, batch system, queues, login host.
 
-    The default queue is marked with "*". Profiles come from the project's
-    site-profiles/, $LUMBERJACK_SITE_PROFILES and ~/.config/condor-lumberjack/sites.
+    The default queue is marked with "*". Profiles come from the ones shipped with
+    lumberjack (site-profiles/), $LUMBERJACK_SITE_PROFILES and
+    ~/.config/condor-lumberjack/sites.
 
     \b
     Example:

@@ -29,31 +29,25 @@ before the walltime ends, so that a job started just before can still finish:
 - unknown: 10% of the walltime, at least 2 minutes and at most 30 minutes (and at most
   half the walltime).
 
-Units: walltime as "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "2h", "90m", "45s", "1d12h" or a
-plain number of minutes (as sbatch reads it); memory as "4GB", "4000MB", "4G", "1.5T"
-or a plain number of MB, in binary units as Slurm counts them (1 GB = 1024 MB).
+Units (walltime, memory): see `lumberjack.core.units`.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
+from lumberjack.core.safe import DIRECTIVE_WORD
+from lumberjack.core.units import format_memory, format_walltime, parse_memory, parse_walltime
 from lumberjack.errors import BadInput
+from lumberjack.profiles.model import Queue, SiteProfile
 from lumberjack.site.batch import PilotSpec
-
-if TYPE_CHECKING:
-    from lumberjack.profiles.sites import Queue, SiteProfile
 
 WALLTIME_MARGIN_S = 600
 SHUTDOWN_MARGIN_S = 300
 MIN_ACCEPT_S = 60
 DEFAULT_MEMORY_PER_CORE_MB = 1024
-
-_ALLOCATION = re.compile(r"^[A-Za-z0-9_.@+:-]+$")
 
 
 class JobRuntime(NamedTuple):
@@ -95,86 +89,6 @@ class ResourceRequest:
 
     def origin(self, name: str) -> str:
         return dict(self.origins).get(name, "")
-
-
-# ---- units ---------------------------------------------------------------------------
-
-_HMS = re.compile(r"^(?:(\d+)-)?(\d+):(\d{1,2})(?::(\d{1,2}))?$")
-_UNITS = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])", re.IGNORECASE)
-_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]I?B?)?$", re.IGNORECASE)
-_MEMORY_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-_STRICT_HMS = re.compile(r"^(\d+):([0-5]\d):([0-5]\d)$")
-
-
-def parse_walltime(text: str) -> int:
-    """Seconds from "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "2h", "90m", "1d12h" or minutes.
-
-    Raises ValueError with a short reason; callers add the flag or key.
-    """
-    value = str(text).strip().lower()
-    if not value:
-        raise ValueError("is empty")
-    if value.isdigit():
-        return int(value) * 60
-    match = _HMS.match(value)
-    if match:
-        days, first, second, third = match.groups()
-        if third is None and days is None:  # MM:SS; minutes may pass 59, as in Slurm
-            hours, minutes, seconds = 0, int(first), int(second)
-            if seconds > 59:
-                raise ValueError("has seconds above 59")
-        else:  # HH:MM:SS, D-HH:MM:SS or D-HH:MM
-            hours, minutes, seconds = int(first), int(second), int(third or 0)
-            if minutes > 59 or seconds > 59:
-                raise ValueError("has minutes or seconds above 59")
-        return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
-    parts = _UNITS.findall(value)
-    if parts and "".join(f"{n}{u}" for n, u in parts) == value.replace(" ", ""):
-        total = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
-        return int(math.ceil(total))
-    raise ValueError('is not a duration; write e.g. "02:00:00", "90m", "2h" or "1d12h"')
-
-
-def parse_hhmmss(text: str) -> int:
-    """Seconds from a strict "HH:MM:SS" (hours may pass 24); ValueError otherwise."""
-    match = _STRICT_HMS.match(str(text).strip())
-    if not match:
-        raise ValueError("is not HH:MM:SS")
-    hours, minutes, seconds = (int(part) for part in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def parse_memory(text: str | int, *, unit_required: bool = False) -> int:
-    """MB from "4GB", "4000MB", "4G", "1.5T", "512MiB" or a plain number of MB."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        if unit_required:
-            raise ValueError("has no unit")
-        return text
-    value = str(text).strip()
-    match = _MEMORY.match(value)
-    if not match:
-        raise ValueError('is not a memory size; write e.g. "4GB" or "4000MB"')
-    number, unit = match.groups()
-    if unit is None:
-        if unit_required:
-            raise ValueError("has no unit")
-        return int(math.ceil(float(number)))
-    return int(math.ceil(float(number) * _MEMORY_MB[unit[0].upper()]))
-
-
-def format_walltime(seconds: int) -> str:
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
-
-
-def format_memory(mb: int) -> str:
-    if mb and mb % (1024 * 1024) == 0:
-        return f"{mb // (1024 * 1024)}TB"
-    if mb and mb % 1024 == 0:
-        return f"{mb // 1024}GB"
-    return f"{mb}MB"
 
 
 # ---- building and checking a request -------------------------------------------------
@@ -302,7 +216,7 @@ def build_request(
     else:
         charged = None
         origins["allocation"] = "none given"
-    if charged is not None and not _ALLOCATION.match(charged):
+    if charged is not None and not DIRECTIVE_WORD.match(charged):
         raise BadInput(
             f"--allocation {charged!r} has characters a batch directive cannot hold; "
             "use the project name as the centre spells it (e.g. m1234)"
@@ -446,9 +360,9 @@ def _positive(flag: str, value: int) -> int:
 
 
 def _queue_from_flag(profile: SiteProfile, name: str) -> Queue:
-    for queue in profile.queues:
-        if queue.name == name:
-            return queue
+    queue = profile.find_queue(name)
+    if queue is not None:
+        return queue
     names = ", ".join(queue.name for queue in profile.queues)
     raise BadInput(f'--queue {name}: site "{profile.name}" has no such queue; use one of {names}')
 

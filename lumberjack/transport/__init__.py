@@ -45,13 +45,14 @@ import paramiko
 from fabric import Connection
 
 from lumberjack.ap.bundle import FileEntry, check_relative
+from lumberjack.core.safe import REMOTE_PATH
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.profiles.sites import SiteProfile
 
 CHUNK = 256 * 1024  # bytes per read/send: big enough to keep the channel busy
 CONNECT_TIMEOUT = 20
 # Remote paths we let the site's shell expand: the characters a site profile may use.
-_EXPANDABLE = re.compile(r"^(/|~|\$)[A-Za-z0-9_./${}~@:+,=-]*$")
+_EXPANDABLE = REMOTE_PATH
 # What an expanded path may not hold: it is quoted into later commands.
 _BAD_RESULT = re.compile(r"[\x00-\x1f\x7f'\"`\\]")
 

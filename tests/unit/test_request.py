@@ -10,6 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lumberjack.core.units import (
+    format_memory,
+    format_walltime,
+    parse_hhmmss,
+    parse_memory,
+    parse_walltime,
+)
 from lumberjack.errors import BadInput
 from lumberjack.profiles.request import (
     SHUTDOWN_MARGIN_S,
@@ -17,11 +24,6 @@ from lumberjack.profiles.request import (
     JobRuntime,
     ResourceRequest,
     build_request,
-    format_memory,
-    format_walltime,
-    parse_hhmmss,
-    parse_memory,
-    parse_walltime,
     pilot_spec,
     report_dict,
     report_lines,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
+import lumberjack.profiles
 from lumberjack.errors import BadInput
 from lumberjack.profiles.sites import (
     find_profile,
@@ -14,10 +16,12 @@ from lumberjack.profiles.sites import (
     load_profile,
     profile_dirs,
     profile_files,
+    shipped_profile_dir,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
+PACKAGED = Path(lumberjack.profiles.__file__).parent / "site-profiles"
 REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
 
 
@@ -76,6 +80,15 @@ def error_of(path: Path) -> str:
 def test_every_shipped_profile_loads():
     names = [profile.name for profile in list_profiles()]
     assert names == sorted(["testbed", *REAL_SITES])
+
+
+def test_profiles_are_found_through_the_package():
+    shipped = resources.files("lumberjack.profiles") / "site-profiles"
+    names = sorted(item.name for item in shipped.iterdir() if item.name.endswith(".toml"))
+    assert names == sorted(f"{name}.toml" for name in ["testbed", *REAL_SITES])
+    assert (shipped / "README.md").is_file()
+    assert shipped_profile_dir() == Path(str(shipped)) == PACKAGED
+    assert profile_files()["perlmutter"] == PACKAGED / "perlmutter.toml"
 
 
 @pytest.mark.parametrize("name", ["testbed", *REAL_SITES])
@@ -293,7 +306,8 @@ def test_local_paths_expand_and_resolve_against_the_profile(tmp_path, monkeypatc
 def test_profile_dirs_order(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
     dirs = profile_dirs()
-    assert dirs[0] == SHIPPED
+    assert dirs[0] == PACKAGED
+    assert SHIPPED.resolve() == PACKAGED.resolve()  # the checkout's site-profiles/ links to it
     assert dirs[1:] == [
         tmp_path / "a",
         tmp_path / "b",

@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple, Protocol
 
+from lumberjack.core.safe import DIRECTIVE_WORD
+from lumberjack.core.units import format_walltime as hhmmss
+
 #: The batch systems lumberjack can drive, by the name used in site profiles.
 SYSTEMS = ("slurm", "pbs", "cobalt")
 
@@ -192,16 +195,9 @@ def get_batch_system(name: str) -> BatchSystem:
 
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@=,:~-]*$")
-_SAFE_WORD = re.compile(r"^[A-Za-z0-9_.@+:-]+$")
+_SAFE_WORD = DIRECTIVE_WORD
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CHUNK_RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:+-]+$")
-
-
-def hhmmss(seconds: int) -> str:
-    """Seconds as H:MM:SS with hours beyond 24 allowed ("48:00:00"), as batch systems take."""
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
 def retire_after_s(spec: PilotSpec) -> int:
