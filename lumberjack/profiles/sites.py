@@ -89,7 +89,7 @@ from lumberjack.profiles.request import (
     parse_memory,
     parse_walltime,
 )
-from lumberjack.site.batch import SYSTEMS, cobalt, pbs, slurm
+from lumberjack.site.batch import SYSTEMS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -100,7 +100,6 @@ PROFILES_ENV = "LUMBERJACK_SITE_PROFILES"
 USER_PROFILE_DIR = "~/.config/condor-lumberjack/sites"
 RUNTIMES = ("apptainer", "singularity")
 PLACEMENTS = ("login", "batch")
-_BATCH_MODULES = {"slurm": slurm, "pbs": pbs, "cobalt": cobalt}
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -533,7 +532,7 @@ class _Loader:
                 f'must match the file name; rename the file to "{name}.toml" or set '
                 f'name = "{self.ctx.path.stem}"',
             )
-        batch_system = site.choice("batch_system", SYSTEMS)
+        batch_system = site.choice("batch_system", tuple(SYSTEMS))
         base_dir = site.matching("base_dir", _REMOTE_PATH, _REMOTE_RULE, '"$SCRATCH/lumberjack"')
         scratch = base_dir
         if "scratch" in site.data:
@@ -623,7 +622,7 @@ class _Loader:
         if not isinstance(raw, list) or not raw:
             raise self.ctx.error("[[queues]] must hold at least one [[queues]] table")
         queues: list[Queue] = []
-        prefix = _BATCH_MODULES[batch_system].DIRECTIVE
+        prefix = SYSTEMS[batch_system].DIRECTIVE
         for number, item in enumerate(raw, start=1):
             table = _Table(self.ctx, f"[[queues]][{number}]", item, _QUEUE_KEYS)
             name = table.matching("name", _QUEUE_NAME, "is not a queue name", '"regular"')
@@ -667,7 +666,7 @@ class _Loader:
             self.ctx, "[batch]", self.data.get("batch", {}),
             ["extra_directives", "setup", "launcher", "chunk_resources"],
         )  # fmt: skip
-        module = _BATCH_MODULES[batch_system]
+        module = SYSTEMS[batch_system]
         directives = table.lines("extra_directives", f'"{module.DIRECTIVE} ..."')
         _check_directives(self.ctx, table.key("extra_directives"), directives, module.DIRECTIVE)
         launcher = ""
