@@ -44,6 +44,9 @@ bench: install
 lint: install
 	$(PY) -m ruff check lumberjack tests containers bench
 	$(PY) -m ruff format --check lumberjack tests containers bench
+	@# every script the site agent writes, rendered for each batch system and launcher
+	@dir=$$(mktemp -d) && $(PY) tests/unit/fixtures/batch/render_scripts.py "$$dir" >/dev/null \
+		&& $(VENV)/bin/shellcheck "$$dir"/*.sh; status=$$?; rm -rf "$$dir"; exit $$status
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -12,11 +12,9 @@ is a known one (its directive prefix and launchers check [batch] and [[queues]])
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
@@ -67,10 +65,7 @@ _REMOTE_RULE = (
 def batch_system(name: str) -> Any:
     """The batch system `name` of `lumberjack.site.batch.SYSTEMS`; profiles use only its
     `DIRECTIVE` (header prefix, e.g. "#SBATCH") and `LAUNCHERS` (names a pilot may use)."""
-    if isinstance(SYSTEMS, Mapping):
-        return SYSTEMS[name]
-    # SYSTEMS still lists names only: its modules are named after them
-    return importlib.import_module(f"lumberjack.site.batch.{name}")
+    return SYSTEMS[name]
 
 
 def problem(

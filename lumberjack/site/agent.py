@@ -275,6 +275,7 @@ def write_pilot_files(layout: ExportLayout, settings: PoolSettings, launch: dict
     Path(layout.pilot_config).write_text(remote_pool.pilot_config(settings))
     node = remote_pool.node_script(
         settings,
+        batch=get_batch_system(launch["batch_system"]),
         cores=spec["cores_per_node"],
         memory_mb=spec["memory_per_node_mb"],
         walltime_s=spec["walltime_s"],

@@ -23,6 +23,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from lumberjack.site.batch import BatchSystem
+
 #: Identity the pilots' token carries (`pilot@<trust domain>`).
 PILOT_IDENTITY = "pilot"
 #: Authorizations the pilots' token is limited to.
@@ -267,9 +269,18 @@ RETIRE_COMMAND = 'kill -USR1 "$lj_launcher_pid" 2>/dev/null || true'
 
 
 def node_script(
-    settings: PoolSettings, *, cores: int, memory_mb: int, walltime_s: int, retire_s: int
+    settings: PoolSettings,
+    *,
+    batch: BatchSystem,
+    cores: int,
+    memory_mb: int,
+    walltime_s: int,
+    retire_s: int,
 ) -> str:
-    """node.sh: started once per node by a pilot; runs one startd until it exits.
+    """node.sh: started once per node by a pilot of `batch`; runs one startd until it exits.
+
+    The startd's name holds the pilot's job id and the node's name, from the variables
+    `batch` sets on every node (the shell's PID and `hostname -s` where it sets none).
 
     Retirement needs no network: from `retire_s` before the walltime ends (counted from
     this script's start, close to the batch job's) the startd's START expression is
@@ -289,11 +300,14 @@ def node_script(
         "-addr",
         '"$(head -n 1 "$LJ_NODE_DIR/log/.master_address")"',
     )
+    node = "$(hostname -s)"
+    if batch.NODE_NAME_ENV:
+        node = f"${{{batch.NODE_NAME_ENV}:-{node}}}"
     return f"""#!/bin/bash
 # condor_lumberjack: one startd on this node, inside the site image.
 set -u
-pilot=${{SLURM_JOB_ID:-${{PBS_JOBID:-${{COBALT_JOBID:-$$}}}}}}
-node=${{SLURMD_NODENAME:-$(hostname -s)}}
+pilot=${{{batch.JOB_ID_ENV}:-$$}}
+node={node}
 export LJ_PILOT_ID="${{pilot%%.*}}"
 export LJ_NODE_ID="pilot-$LJ_PILOT_ID-$node"
 export LJ_NODE_DIR={shlex.quote(layout.pilots)}/nodes/$LJ_NODE_ID
@@ -303,10 +317,13 @@ export LJ_RETIRE_TIME=$(( $(date +%s) + {walltime_s} - {retire_s} ))
 mkdir -p "$LJ_NODE_DIR"/log "$LJ_NODE_DIR"/lock "$LJ_NODE_DIR"/run "$LJ_NODE_DIR"/execute \\
     "$LJ_NODE_DIR"/spool
 
+# retire and stop run from traps, which shellcheck does not follow.
+# shellcheck disable=SC2329
 retire() {{
     echo "$(date -u +%FT%TZ) $LJ_NODE_ID: retiring (no new jobs; running ones finish)"
     {local_off} || true
 }}
+# shellcheck disable=SC2329
 stop() {{
     echo "$(date -u +%FT%TZ) $LJ_NODE_ID: stopping"
     kill -TERM "$master" 2>/dev/null

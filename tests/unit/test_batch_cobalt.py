@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.site.batch import BatchError, PilotSpec, PilotState, cobalt, get_batch_system
+from lumberjack.site.batch import SYSTEMS, BatchError, PilotSpec, PilotState, get_batch_system
+from lumberjack.site.batch.cobalt import Cobalt
 
 FIXTURES = Path(__file__).parent / "fixtures" / "batch"
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
@@ -32,6 +33,7 @@ def load_harness():
 
 
 harness = load_harness()
+cobalt = Cobalt()
 
 
 def make_spec(**overrides) -> PilotSpec:
@@ -79,8 +81,9 @@ def test_launcher_is_aprun_one_process_per_node():
         "    aprun -n 8 -N 1 -d 64 -cc none bash -c 'condor_master -f' &",
         "    lj_launcher_pid=$!",
     ]
-    assert cobalt.allocation_nodes_env() == "COBALT_PARTNAME"
-    assert get_batch_system("cobalt") is cobalt
+    assert cobalt.NODE_LIST_ENV == "COBALT_PARTNAME"
+    assert isinstance(get_batch_system("cobalt"), Cobalt)
+    assert SYSTEMS["cobalt"] is Cobalt
 
 
 @needs_bash
@@ -104,7 +107,7 @@ def test_sigterm_with_the_aprun_launcher(tmp_path):
     try:
         pilot.wait_for_nodes(2)
         pilot.proc.send_signal(signal.SIGTERM)
-        assert pilot.proc.wait(timeout=5) == 143
+        assert pilot.proc.wait(timeout=60) == 143
         assert pilot.retired_file.read_text() == "retired\n"
         assert pilot.wait_session_empty() == []
     finally:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system, pbs
+from lumberjack.site.batch import SYSTEMS, BatchError, PilotSpec, PilotState, get_batch_system
+from lumberjack.site.batch.pbs import Pbs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "batch"
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
@@ -32,6 +33,7 @@ def load_harness():
 
 
 harness = load_harness()
+pbs = Pbs()
 
 
 def make_spec(**overrides) -> PilotSpec:
@@ -126,8 +128,9 @@ def test_rendered_scripts_pass_bash_n(overrides, tmp_path):
 
 
 def test_allocation_nodes_env_and_lookup():
-    assert pbs.allocation_nodes_env() == "PBS_NODEFILE"
-    assert get_batch_system("pbs") is pbs
+    assert pbs.NODE_LIST_ENV == "PBS_NODEFILE"
+    assert isinstance(get_batch_system("pbs"), Pbs)
+    assert SYSTEMS["pbs"] is Pbs
 
 
 @needs_bash
@@ -142,7 +145,7 @@ def test_sigterm_with_the_mpiexec_launcher(tmp_path):
     try:
         pilot.wait_for_nodes(2)
         pilot.proc.send_signal(signal.SIGTERM)
-        assert pilot.proc.wait(timeout=5) == 143
+        assert pilot.proc.wait(timeout=60) == 143
         assert pilot.retired_file.read_text() == "retired\n"
         assert pilot.wait_session_empty() == []
     finally:

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from lumberjack.site import remote_pool
+from lumberjack.site.batch import SYSTEMS, get_batch_system
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 
+SLURM = get_batch_system("slurm")
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 
 
@@ -140,11 +142,26 @@ def test_startd_names_come_from_the_node_id() -> None:
     assert values["MASTER_NAME"] == "$ENV(LJ_NODE_ID)"
     assert values["LOCAL_DIR"] == "$ENV(LJ_NODE_DIR)"
     script = remote_pool.node_script(
-        make_settings(), cores=2, memory_mb=0, walltime_s=3600, retire_s=300
+        make_settings(), batch=SLURM, cores=2, memory_mb=0, walltime_s=3600, retire_s=300
     )
     # unique per pilot and node: the batch job id and the node's name
     assert 'export LJ_NODE_ID="pilot-$LJ_PILOT_ID-$node"' in script
     assert "SLURM_JOB_ID" in script and "SLURMD_NODENAME" in script
+
+
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+def test_node_script_reads_its_own_systems_variables(name: str) -> None:
+    batch = get_batch_system(name)
+    script = remote_pool.node_script(
+        make_settings(), batch=batch, cores=2, memory_mb=0, walltime_s=3600, retire_s=300
+    )
+    assert f"pilot=${{{batch.JOB_ID_ENV}:-$$}}\n" in script
+    if batch.NODE_NAME_ENV:
+        assert f"node=${{{batch.NODE_NAME_ENV}:-$(hostname -s)}}\n" in script
+    else:
+        assert "node=$(hostname -s)\n" in script
+    others = [cls.JOB_ID_ENV for cls in SYSTEMS.values() if cls.NAME != name]
+    assert not any(variable in script for variable in others)
 
 
 def test_start_is_tied_to_the_retire_time() -> None:
@@ -153,7 +170,7 @@ def test_start_is_tied_to_the_retire_time() -> None:
     assert values["START"] == "time() < LUMBERJACK_RETIRE_TIME"
     assert "LUMBERJACK_RETIRE_TIME" in values["STARTD_ATTRS"].split()
     script = remote_pool.node_script(
-        make_settings(), cores=2, memory_mb=1000, walltime_s=3600, retire_s=300
+        make_settings(), batch=SLURM, cores=2, memory_mb=1000, walltime_s=3600, retire_s=300
     )
     assert "export LJ_RETIRE_TIME=$(( $(date +%s) + 3600 - 300 ))" in script
 
@@ -169,7 +186,7 @@ def test_node_script_passes_bash_n(tmp_path: Path, memory_mb: int) -> None:
     script = tmp_path / "node.sh"
     script.write_text(
         remote_pool.node_script(
-            make_settings(), cores=4, memory_mb=memory_mb, walltime_s=600, retire_s=60
+            make_settings(), batch=SLURM, cores=4, memory_mb=memory_mb, walltime_s=600, retire_s=60
         )
     )
     result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
@@ -178,7 +195,7 @@ def test_node_script_passes_bash_n(tmp_path: Path, memory_mb: int) -> None:
 
 def test_node_script_has_the_retire_trap() -> None:
     script = remote_pool.node_script(
-        make_settings(), cores=2, memory_mb=0, walltime_s=600, retire_s=60
+        make_settings(), batch=SLURM, cores=2, memory_mb=0, walltime_s=600, retire_s=60
     )
     assert "trap retire USR1" in script
     assert "trap stop TERM INT" in script
@@ -192,7 +209,9 @@ def test_paths_with_spaces_are_quoted() -> None:
         image="/images/site image.sif",
         binds=("/data/with space",),
     )
-    script = remote_pool.node_script(settings, cores=2, memory_mb=0, walltime_s=600, retire_s=60)
+    script = remote_pool.node_script(
+        settings, batch=SLURM, cores=2, memory_mb=0, walltime_s=600, retire_s=60
+    )
     master = next(line for line in script.splitlines() if "condor_master -f" in line)
     words = shlex.split(master.rstrip("&"))
     assert words[:2] == ["apptainer", "-s"]
@@ -246,7 +265,9 @@ def test_node_script_runs_and_retires_on_usr1(tmp_path: Path) -> None:
     script = Path(settings.layout.node_script)
     script.parent.mkdir(parents=True)
     script.write_text(
-        remote_pool.node_script(settings, cores=3, memory_mb=0, walltime_s=600, retire_s=60)
+        remote_pool.node_script(
+            settings, batch=SLURM, cores=3, memory_mb=0, walltime_s=600, retire_s=60
+        )
     )
     script.chmod(0o755)
     env = {
