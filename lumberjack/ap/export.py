@@ -289,7 +289,7 @@ def run_export(
         native_dir = plan.bundle_dir / bundle_mod.NATIVE
         prepare_owned_dir(plan.bundle_dir, plan.owner)
         prepare_owned_dir(native_dir, plan.owner)
-        ledger.set_phase(plan.name, "exporting")
+        ledger.move(plan.name, "export")
         try:
             result = schedd.export_jobs(plan.clusters, native_dir, plan.remote_spool)
             if result.total_job_ads != len(plan.jobs):
@@ -302,7 +302,7 @@ def run_export(
         except BaseException as exc:
             rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
             raise
-        ledger.set_phase(plan.name, "exported")
+        ledger.move(plan.name, "export")
         return manifest
 
 
@@ -316,7 +316,7 @@ def rollback(
         if "No clusters to unexport" not in str(exc):
             ledger.step(name, "rollback", "failed", str(exc))
             raise
-    ledger.set_phase(name, "failed", f"rolled back: {reason}")
+    ledger.move(name, "rollback", message=f"rolled back: {reason}")
 
 
 def write_bundle(
