@@ -48,31 +48,43 @@ class Move:
 P = Phase
 # Every move an export can make. A step whose end is its start may repeat (each step is
 # idempotent); `status` has several ends from one start: what the site reports decides.
+# "running" means a job has left idle at the site: status sets it, so that `exports`
+# tells an export whose jobs are under way from one still waiting for its pilots.
 TABLE: tuple[Move, ...] = (
-    Move("export", P.SELECTED, P.EXPORTING),
-    Move("export", P.EXPORTING, P.EXPORTED),
-    Move("rollback", P.EXPORTING, P.FAILED, by_sync=True),  # a crash left it half-exported
-    *(Move("unexport", p, P.UNEXPORTED)
-      for p in (P.SELECTED, P.EXPORTING, P.EXPORTED, P.SHIPPED, P.FAILED)),
-    Move("ship", P.EXPORTED, P.SHIPPED, by_sync=True),
-    Move("ship", P.SHIPPED, P.SHIPPED),
-    Move("launch", P.SHIPPED, P.LAUNCHED, by_sync=True),
-    Move("launch", P.LAUNCHED, P.LAUNCHED),  # more pilots, when the last ones ended
-    Move("launch", P.RUNNING, P.RUNNING),
-    Move("status", P.SHIPPED, P.SHIPPED),
-    *(Move("status", P.LAUNCHED, end, by_sync=True) for end in (P.LAUNCHED, P.RUNNING, P.FINISHED)),
-    *(Move("status", P.RUNNING, end, by_sync=True) for end in (P.RUNNING, P.FINISHED)),
-    Move("status", P.FINISHED, P.FINISHED),
-    Move("fetch", P.LAUNCHED, P.FETCHED),  # early: unfinished jobs come home idle
-    Move("fetch", P.RUNNING, P.FETCHED),
-    Move("fetch", P.FINISHED, P.FETCHED, by_sync=True),
-    Move("fetch", P.FETCHED, P.FETCHED),
-    Move("import", P.FETCHED, P.IMPORTED, by_sync=True),
-    Move("import", P.IMPORTED, P.IMPORTED),
-    Move("import --in", P.EXPORTED, P.IMPORTED),  # an offline bundle, its spool copied back
-    Move("import --in", P.FETCHED, P.IMPORTED),
-    Move("import --in", P.IMPORTED, P.IMPORTED),
-    *(Move("cleanup", p, P.CLEANED) for p in (P.IMPORTED, P.UNEXPORTED, P.FAILED, P.CLEANED)),
+    #    step           from          to            by sync
+    Move("export",      P.SELECTED,   P.EXPORTING),         # the local schedd let go of the jobs
+    Move("export",      P.EXPORTING,  P.EXPORTED),          # the bundle is complete
+    Move("rollback",    P.EXPORTING,  P.FAILED,     True),  # jobs handed back (sync: after a crash)
+    Move("unexport",    P.SELECTED,   P.UNEXPORTED),
+    Move("unexport",    P.EXPORTING,  P.UNEXPORTED),
+    Move("unexport",    P.EXPORTED,   P.UNEXPORTED),
+    Move("unexport",    P.SHIPPED,    P.UNEXPORTED),        # nothing runs at the site yet
+    Move("unexport",    P.FAILED,     P.UNEXPORTED),
+    Move("ship",        P.EXPORTED,   P.SHIPPED,    True),
+    Move("ship",        P.SHIPPED,    P.SHIPPED),           # only what is missing moves
+    Move("launch",      P.SHIPPED,    P.LAUNCHED,   True),
+    Move("launch",      P.LAUNCHED,   P.LAUNCHED),          # more pilots when the last ones ended
+    Move("launch",      P.RUNNING,    P.RUNNING),
+    Move("status",      P.SHIPPED,    P.SHIPPED),
+    Move("status",      P.LAUNCHED,   P.LAUNCHED,   True),  # no job has started yet
+    Move("status",      P.LAUNCHED,   P.RUNNING,    True),  # a job left idle at the site
+    Move("status",      P.LAUNCHED,   P.FINISHED,   True),  # every job is done
+    Move("status",      P.RUNNING,    P.RUNNING,    True),
+    Move("status",      P.RUNNING,    P.FINISHED,   True),
+    Move("status",      P.FINISHED,   P.FINISHED),
+    Move("fetch",       P.LAUNCHED,   P.FETCHED),           # early: unfinished jobs come home idle
+    Move("fetch",       P.RUNNING,    P.FETCHED),
+    Move("fetch",       P.FINISHED,   P.FETCHED,    True),
+    Move("fetch",       P.FETCHED,    P.FETCHED),
+    Move("import",      P.FETCHED,    P.IMPORTED,   True),
+    Move("import",      P.IMPORTED,   P.IMPORTED),
+    Move("import --in", P.EXPORTED,   P.IMPORTED),          # an offline bundle's spool, copied back
+    Move("import --in", P.FETCHED,    P.IMPORTED),
+    Move("import --in", P.IMPORTED,   P.IMPORTED),
+    Move("cleanup",     P.IMPORTED,   P.CLEANED),
+    Move("cleanup",     P.UNEXPORTED, P.CLEANED),
+    Move("cleanup",     P.FAILED,     P.CLEANED),
+    Move("cleanup",     P.CLEANED,    P.CLEANED),
 )  # fmt: skip
 STEPS: tuple[str, ...] = tuple(dict.fromkeys(m.step for m in TABLE))
 
