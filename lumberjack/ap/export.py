@@ -99,12 +99,26 @@ def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
     """The jobs the user named, checked; raises BadInput (nothing changed) when any is unfit."""
     jobs = schedd.query(selection.to_constraint())
     if not jobs:
-        raise BadInput(f"no jobs match {_describe(selection)}")
+        raise BadInput(_nothing_in_queue(schedd, selection))
     if selection.ids:
         _check_ids_found(selection.ids, jobs)
     _check_whole_clusters(schedd, jobs)
     preflight(jobs)
     return sorted(jobs, key=lambda j: (j["ClusterId"], j["ProcId"]))
+
+
+def _nothing_in_queue(schedd: LocalSchedd, selection: Selection) -> str:
+    """Why nothing matched: jobs that already left the queue are named with their state."""
+    gone = schedd.history(selection.to_constraint(), ["ClusterId", "ProcId", "JobStatus"], 5)
+    if not gone:
+        return f"no jobs match {_describe(selection)}"
+    states = sorted({STATUS_NAMES.get(j.get("JobStatus"), "gone") for j in gone})
+    ids = ", ".join(sorted(f"{j['ClusterId']}.{j['ProcId']}" for j in gone))
+    return (
+        f"no job in the queue matches {_describe(selection)}: {ids}"
+        f"{' ...' if len(gone) == 5 else ''} left it ({' or '.join(states)}) and cannot be "
+        "exported; only idle jobs can"
+    )
 
 
 def _describe(selection: Selection) -> str:
