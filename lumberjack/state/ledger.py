@@ -1,5 +1,7 @@
 """The ledger: every export, its phase, its jobs and every step taken, in SQLite.
 
+An export's phase changes only by the moves in the table of phases.py (`move`).
+
 Steps are recorded before they act ("started") and after ("done"), so a command that
 crashed mid-step can be found and finished or rolled back by the next `sync`.
 The database lives in $LUMBERJACK_STATE_DIR (default: the XDG state dir).

@@ -86,7 +86,6 @@ TABLE: tuple[Move, ...] = (
     Move("cleanup",     P.FAILED,     P.CLEANED),
     Move("cleanup",     P.CLEANED,    P.CLEANED),
 )  # fmt: skip
-STEPS: tuple[str, ...] = tuple(dict.fromkeys(m.step for m in TABLE))
 
 
 def starts(step: str) -> tuple[Phase, ...]:
