@@ -45,6 +45,15 @@ def status_line(elapsed: float, answer: dict) -> str:
     return f"  {elapsed:5.0f} s  jobs: {jobs or '-'};  {pilots or 'no pilots'}"
 
 
+def show_where(state: Path) -> None:
+    """How to point your own condor_lumberjack at this demo's ledger and testbed."""
+    env = {"LUMBERJACK_STATE_DIR": str(state), **testbed.env()}
+    print(f"\nThe demo's ledger stays in {state / 'ledger.sqlite'}; to look at it yourself:")
+    print("  export " + " ".join(f"{key}={value}" for key, value in env.items()))
+    print("  condor_lumberjack exports      # (make testbed-up first for commands that need the")
+    print("                                 #  access point's schedd or the site)")
+
+
 def main() -> int:
     ap_was_running = testbed.ACCESS_POINT.is_running()
     site_was_running = testbed.site().is_running()
@@ -129,6 +138,7 @@ def main() -> int:
         print("left at the site (Slurm jobs, instances, mounts, processes):",
               "nothing" if not left else "\n  " + "\n  ".join(left))  # fmt: skip
         remote_dir = ""
+        show_where(work / "state")
     finally:
         if remote_dir:
             journey.stop_at_site(name, remote_dir)

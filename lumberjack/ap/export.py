@@ -87,12 +87,26 @@ def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
     """The jobs the user named, checked; raises BadInput (nothing changed) when any is unfit."""
     jobs = schedd.query(selection.to_constraint())
     if not jobs:
-        raise BadInput(f"no jobs match {_describe(selection)}")
+        raise BadInput(_nothing_in_queue(schedd, selection))
     if selection.ids:
         _check_ids_found(selection.ids, jobs)
     _check_whole_clusters(schedd, jobs)
     preflight(jobs)
     return sorted(jobs, key=lambda j: (j["ClusterId"], j["ProcId"]))
+
+
+def _nothing_in_queue(schedd: LocalSchedd, selection: Selection) -> str:
+    """Why nothing matched: jobs that already left the queue are named with their state."""
+    gone = schedd.history(selection.to_constraint(), ["ClusterId", "ProcId", "JobStatus"], 5)
+    if not gone:
+        return f"no jobs match {_describe(selection)}"
+    states = sorted({STATUS_NAMES.get(j.get("JobStatus"), "gone") for j in gone})
+    ids = ", ".join(sorted(f"{j['ClusterId']}.{j['ProcId']}" for j in gone))
+    return (
+        f"no job in the queue matches {_describe(selection)}: {ids}"
+        f"{' ...' if len(gone) == 5 else ''} left it ({' or '.join(states)}) and cannot be "
+        "exported; only idle jobs can"
+    )
 
 
 def _describe(selection: Selection) -> str:
@@ -276,7 +290,7 @@ def run_export(
         native_dir = plan.bundle_dir / bundle_mod.NATIVE
         prepare_owned_dir(plan.bundle_dir, plan.owner)
         prepare_owned_dir(native_dir, plan.owner)
-        ledger.set_phase(plan.name, "exporting")
+        ledger.move(plan.name, "export")
         try:
             result = schedd.export_jobs(plan.clusters, native_dir, plan.remote_spool)
             if result.total_job_ads != len(plan.jobs):
@@ -289,7 +303,7 @@ def run_export(
         except BaseException as exc:
             rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
             raise
-        ledger.set_phase(plan.name, "exported")
+        ledger.move(plan.name, "export")
         return manifest
 
 
@@ -303,7 +317,7 @@ def rollback(
         if "No clusters to unexport" not in str(exc):
             ledger.step(name, "rollback", "failed", str(exc))
             raise
-    ledger.set_phase(name, "failed", f"rolled back: {reason}")
+    ledger.move(name, "rollback", message=f"rolled back: {reason}")
 
 
 def write_bundle(

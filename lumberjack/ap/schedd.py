@@ -68,6 +68,17 @@ class LocalSchedd:
             ) from exc
         return [ad_to_dict(ad) for ad in ads]
 
+    def history(
+        self, constraint: str, projection: Iterable[str] = JOB_PROJECTION, limit: int = 10
+    ) -> list[JobAd]:
+        """Jobs that left the queue (completed, removed), newest first; [] when the schedd
+        keeps no history or will not say."""
+        try:
+            ads = self._schedd.history(constraint, list(projection), match=limit)
+        except Exception:  # a question asked only to explain an empty selection
+            return []
+        return [ad_to_dict(ad) for ad in ads]
+
     def export_jobs(self, clusters: list[int], export_dir: Path, new_spool: str) -> ExportResult:
         spec = [str(c) for c in clusters]
         try:

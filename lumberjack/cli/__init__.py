@@ -8,7 +8,10 @@ from lumberjack import __version__
 from lumberjack.cli.common import LumberjackGroup
 
 
-@click.group(cls=LumberjackGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LumberjackGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
 @click.version_option(__version__, prog_name="condor_lumberjack")
 def cli() -> None:
     """Run jobs from your HTCondor queue on an HPC allocation and bring the results home.
@@ -19,6 +22,11 @@ def cli() -> None:
       condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --name calib
       condor_lumberjack sync            # from cron, every minute
       condor_lumberjack status calib
+
+    \b
+    The prototype's spellings work too:
+      condor_lumberjack --export -jobconstraint EXPR -out DIR -remotespool PATH
+      condor_lumberjack --import -in DIR
     """
 
 

@@ -1,4 +1,5 @@
-"""What every command shares: --json output, one-line errors, exit codes."""
+"""What every command shares: --json output, one-line errors, exit codes, the
+prototype's spellings, and counted words."""
 
 from __future__ import annotations
 
@@ -13,8 +14,20 @@ from lumberjack.errors import LumberjackError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: The prototype's command line, `condor_lumberjack --export -jobconstraint EXPR -out DIR
+#: -remotespool PATH` and `condor_lumberjack --import -in DIR`: its first word names the
+#: command (its other flags are the commands' own aliases).
+PROTOTYPE_COMMANDS = {"--export": "export", "--import": "import"}
+
+
 class LumberjackGroup(click.Group):
-    """A click group that turns LumberjackError into `error: ...` and its exit code."""
+    """A click group that turns LumberjackError into `error: ...` and its exit code, and
+    that takes the prototype's `--export`/`--import` for the commands."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in PROTOTYPE_COMMANDS:
+            args = [PROTOTYPE_COMMANDS[args[0]], *args[1:]]
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -51,3 +64,8 @@ def emit(as_json: bool, data: Any, text: str | None = None) -> None:
         click.echo(json.dumps(data, indent=None, sort_keys=False, default=str))
     else:
         click.echo(text if text is not None else json.dumps(data, indent=2, default=str))
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """'1 cluster', '2 clusters' (`words` for a plural that is not word + s)."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import click
 
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
+from lumberjack.ap.bundle import load_manifest
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
-from lumberjack.cli.common import emit, json_option
+from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
+from lumberjack.state import phases
 from lumberjack.state.ledger import Ledger
+from lumberjack.state.phases import Phase
 
 
 @cli.command("export")
@@ -87,7 +91,10 @@ def export_command(
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
     schedd = LocalSchedd()
     if site is not None:
-        export_to_site(ledger, schedd, selection, site, name, dry_run, as_json, request_flags)
+        answer = export_to_site(
+            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json
+        )
+        emit(as_json, *answer)
         return
     if not remote_spool:
         raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
@@ -97,7 +104,7 @@ def export_command(
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))
         return
-    _run_export(schedd, ledger, plan, jobs, None, as_json, {})
+    emit(as_json, *_run_export(schedd, ledger, plan, jobs, None, show_progress=not as_json))
 
 
 def export_to_site(
@@ -107,11 +114,12 @@ def export_to_site(
     site: str,
     name: str,
     dry_run: bool,
-    as_json: bool,
     request_flags: dict[str, object],
-) -> dict:
+    show_progress: bool = True,
+) -> tuple[dict[str, Any], str]:
     """Export for a site: request checked against the profile before any login, then
-    one SSH connection resolves where the export will live there."""
+    one SSH connection resolves where the export will live there. What to print: the
+    JSON object and the text."""
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import lifecycle
@@ -139,10 +147,11 @@ def export_to_site(
     extra = {"site": site, "remote_dir": remote_dir, "request": report_dict(request, profile)}
     if dry_run:
         text = _plan_text(plan, dry=True) + "\n" + "\n".join(report)
-        emit(as_json, {"ok": True, "dry_run": True, **plan.to_json(), **extra}, text)
-        return extra
-    _run_export(schedd, ledger, plan, jobs, site, as_json, extra, info, report)
-    return extra
+        return {"ok": True, "dry_run": True, **plan.to_json(), **extra}, text
+    return _run_export(
+        schedd, ledger, plan, jobs, site, show_progress=show_progress,
+        extra=extra, info=info, report=report,
+    )  # fmt: skip
 
 
 def _run_export(
@@ -151,13 +160,14 @@ def _run_export(
     plan: export_mod.Plan,
     jobs: list[dict],
     site: str | None,
-    as_json: bool,
-    extra: dict,
+    *,
+    show_progress: bool,
+    extra: dict | None = None,
     info: dict | None = None,
     report: list[str] | None = None,
-) -> None:
+) -> tuple[dict[str, Any], str]:
     with click.progressbar(
-        length=plan.input_bytes, label="copying inputs", file=_bar_file(as_json)
+        length=plan.input_bytes, label="copying inputs", file=_bar_file(show_progress)
     ) as bar:
         manifest = export_mod.run_export(
             schedd, ledger, plan, jobs, site=site, info=info, progress=bar.update
@@ -165,32 +175,32 @@ def _run_export(
     data = {
         "ok": True,
         **plan.to_json(),
-        **extra,
+        **(extra or {}),
         "files": len(manifest.files),
         "bytes": manifest.total_bytes(),
     }
     text = _plan_text(plan, dry=False)
     if report:
         text += "\n" + "\n".join(report) + f"\nnext: condor_lumberjack ship {plan.name}"
-    emit(as_json, data, text)
+    return data, text
 
 
-def _bar_file(as_json: bool):  # type: ignore[no-untyped-def]
+def _bar_file(show_progress: bool):  # type: ignore[no-untyped-def]
     # Progress goes to stderr, and not at all when stdout carries JSON for a script.
     import io
     import sys
 
-    return io.StringIO() if as_json or not sys.stderr.isatty() else sys.stderr
+    return sys.stderr if show_progress and sys.stderr.isatty() else io.StringIO()
 
 
 def _plan_text(plan: export_mod.Plan, dry: bool) -> str:
     verb = "would export" if dry else "exported"
     return (
-        f"{verb} {len(plan.jobs)} jobs in {len(plan.clusters)} clusters of {plan.owner} "
-        f"as {plan.name!r}\n"
+        f"{verb} {plural(len(plan.jobs), 'job')} in {plural(len(plan.clusters), 'cluster')} "
+        f"of {plan.owner} as {plan.name!r}\n"
         f"  bundle:       {plan.bundle_dir}\n"
         f"  remote spool: {plan.remote_spool}\n"
-        f"  inputs:       {plan.input_files} files, {plan.input_bytes} bytes"
+        f"  inputs:       {plural(plan.input_files, 'file')}, {plural(plan.input_bytes, 'byte')}"
     )
 
 
@@ -208,6 +218,9 @@ def _plan_text(plan: export_mod.Plan, dry: bool) -> str:
 def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json: bool) -> None:
     """Bring results back: outputs where the submit file said, job ads merged.
 
+    Safe to repeat: outputs already in place are not placed again, and the schedd
+    merges only jobs still managed externally.
+
     \b
     Examples:
       condor_lumberjack import --in /scratch/calib
@@ -222,49 +235,65 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
             data = lifecycle.import_results(
                 ledger, None if dry_run else LocalSchedd(), record, dry_run=dry_run
             )
-        emit(as_json, {"ok": True, "dry_run": dry_run, **data}, _import_text(data, dry_run))
+        again = record.phase == Phase.IMPORTED
+        data = {"ok": True, "dry_run": dry_run, **data, "already_imported": again}
+        emit(as_json, data, _import_text(data, dry_run, again))
         return
     if in_dir is not None:
         bundle_dir, spool = importer.find_returned_spool(in_dir.resolve())
     elif name:
-        record = ledger.get(name)
-        bundle_dir, spool = importer.find_returned_spool(record.bundle_dir)
+        bundle_dir, spool = importer.find_returned_spool(ledger.get(name).bundle_dir)
     else:
         raise BadInput("give an export NAME or --in DIR")
+    # A bundle from elsewhere has no ledger entry; one of ours must be in a phase to import.
+    record = ledger.find(load_manifest(bundle_dir).name)
+    if record is not None:
+        phases.check(record.phase, "import --in", record.name)
     schedd = None if dry_run else LocalSchedd()
-    report = importer.run_import(schedd, bundle_dir, spool, dry_run=dry_run)
-    record = ledger.find(report.name)
-    if record and not dry_run:
-        ledger.set_phase(report.name, "imported")
-    text = _import_text(report.to_json(), dry_run)
-    emit(as_json, {"ok": True, "dry_run": dry_run, **report.to_json()}, text)
+    report = importer.run_import(schedd, bundle_dir, spool, dry_run=dry_run).to_json()
+    if record is not None and not dry_run:
+        ledger.move(record.name, "import --in")
+    again = record is not None and record.phase == Phase.IMPORTED
+    data = {"ok": True, "dry_run": dry_run, **report, "already_imported": again}
+    emit(as_json, data, _import_text(data, dry_run, again))
 
 
-def _import_text(data: dict, dry_run: bool) -> str:
-    return (
-        f"{'would import' if dry_run else 'imported'} {data['jobs']} jobs of {data['name']!r}: "
+def _import_text(data: dict, dry_run: bool, again: bool) -> str:
+    jobs, files = plural(data["jobs"], "job"), plural(len(data["placements"]), "output file")
+    if again and not dry_run:
+        return f"nothing new: {data['name']!r} was imported already ({jobs}, {files} in place)"
+    head = (
+        f"{'would import' if dry_run else 'imported'} {jobs} of {data['name']!r}: "
         f"{data['completed']} completed, {data['handed_back_idle']} handed back idle; "
-        f"{len(data['placements'])} output files"
     )
+    if dry_run:
+        return head + f"{files} to place"
+    placed = plural(data["files_placed"], "output file")
+    before = len(data["placements"]) - data["files_placed"]
+    return head + f"{placed} placed" + (f" ({before} already in place)" if before else "")
 
 
-@cli.command("unexport")
-@click.argument("name")
-@click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
-@json_option
-def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
-    """Hand an export's jobs back to the local schedd, unrun.
+def _unexport_help() -> str:
+    allowed = phases.either(phases.starts("unexport"))
+    return f"""Hand an export's jobs back to the local schedd, unrun.
 
-    Only for exports whose jobs are not running at a site (phase exported or failed).
+    Only for exports whose jobs are not at a site (phase {allowed}).
 
     \b
     Example:
       condor_lumberjack unexport calib
     """
+
+
+@cli.command("unexport", help=_unexport_help())
+@click.argument("name")
+@click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
+@json_option
+def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
     ledger = Ledger()
     record = ledger.get(name)
-    if record.phase not in ("selected", "exporting", "exported", "failed", "shipped"):
-        raise BadInput(f"export {name!r} is {record.phase}; fetch and import it instead")
+    if not phases.ends("unexport", record.phase):
+        raise BadInput(unexport_refusal(name, record.phase))
     if dry_run:
         emit(
             as_json,
@@ -274,12 +303,28 @@ def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
         return
     with ledger.lock(name):
         count = LocalSchedd().unexport(record.clusters)
-        ledger.set_phase(name, "unexported")
+        ledger.move(name, "unexport")
     emit(
         as_json,
         {"ok": True, "jobs": count, "clusters": record.clusters},
-        f"handed {count} jobs of {name!r} back to the local schedd",
+        f"handed {plural(count, 'job')} of {name!r} back to the local schedd",
     )
+
+
+def unexport_refusal(name: str, phase: Phase) -> str:
+    """Why an export cannot be unexported, and what to do instead (from the table)."""
+    head = (
+        f"export {name!r} is {phase}; unexport needs phase "
+        f"{phases.either(phases.starts('unexport'))}"
+    )
+    home = phases.way_home(phase)
+    if home == []:
+        return f"{head}: its jobs are back in the local schedd already"
+    if home is None:
+        return f"{head}: there is nothing left to hand back"
+    steps = " then ".join(f"`condor_lumberjack {step} {name}`" for step in home)
+    idle = " (jobs that did not finish come back idle)" if "fetch" in home else ""
+    return f"{head}: bring its jobs home with {steps}{idle}"
 
 
 @cli.command("exports")
@@ -287,12 +332,18 @@ def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
 def exports_command(as_json: bool) -> None:
     """List every export in the ledger with its phase.
 
+    The ledger is in $LUMBERJACK_STATE_DIR (default ~/.local/state/condor-lumberjack).
+
     \b
     Example:
       condor_lumberjack exports --json
     """
-    records = Ledger().list()
+    ledger = Ledger()
+    records = ledger.list()
     lines = [f"{'NAME':24} {'PHASE':11} {'SITE':12} JOBS  BUNDLE"]
     for r in records:
         lines.append(f"{r.name:24} {r.phase:11} {r.site or '-':12} {len(r.jobs):<5} {r.bundle_dir}")
-    emit(as_json, {"ok": True, "exports": [r.to_json() for r in records]}, "\n".join(lines))
+    if not records:
+        lines = [f"no exports in {ledger.path} (another ledger: set $LUMBERJACK_STATE_DIR)"]
+    data = {"ok": True, "ledger": str(ledger.path), "exports": [r.to_json() for r in records]}
+    emit(as_json, data, "\n".join(lines))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from lumberjack.cli import cli
-from lumberjack.cli.common import emit, json_option
+from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.core import jobqueuelog
 from lumberjack.errors import BadInput
 
@@ -26,8 +26,38 @@ def load_ads(path: str) -> dict[str, jobqueuelog.Ad]:
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
     except jobqueuelog.JobQueueLogError as exc:
-        # The message already reads "<path> line N: ..."
-        raise BadInput(str(exc)) from None
+        raise BadInput(log_error(path, exc)) from None
+
+
+#: How much of a bad line an error shows.
+EXCERPT_CHARS = 60
+
+
+def log_error(path: str, exc: jobqueuelog.JobQueueLogError) -> str:
+    """One short line: the file, the line number, what is wrong, the start of the line."""
+    if exc.line is None:
+        return f"{_cell(path)}: {_shorten(exc.problem, 2 * EXCERPT_CHARS)}"
+    where = f"{_cell(path)} line {exc.line}"
+    if exc.text is None:
+        return f"{where}: {_shorten(exc.problem, 2 * EXCERPT_CHARS)}"
+    if _binary(exc.text):
+        return f"{where}: binary data, not a job_queue.log"
+    return f"{where}: {_shorten(exc.problem, 2 * EXCERPT_CHARS)}: {_excerpt(exc.text)}"
+
+
+def _binary(text: str) -> bool:
+    start = text[:200]
+    odd = sum(1 for c in start if not c.isprintable() and c != "\t")
+    return "\x00" in start or odd > len(start) // 10
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = _cell(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _excerpt(text: str) -> str:
+    return '"' + _shorten(text, EXCERPT_CHARS) + '"'
 
 
 def _cell(value: Any) -> str:
@@ -71,8 +101,7 @@ def render(path: str, summary: dict[str, Any]) -> str:
 
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary["status_counts"].items()))
     total = (
-        f"{summary['num_clusters']} cluster{'s' if summary['num_clusters'] != 1 else ''}, "
-        f"{summary['num_procs']} proc{'s' if summary['num_procs'] != 1 else ''}"
+        f"{plural(summary['num_clusters'], 'cluster')}, {plural(summary['num_procs'], 'proc')}"
         + (f" ({counts})" if counts else "")
     )
     lines = [f"{_cell(path)}: {total}"]

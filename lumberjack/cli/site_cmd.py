@@ -9,11 +9,12 @@ from typing import Any, Callable
 import click
 
 from lumberjack.cli import cli
-from lumberjack.cli.common import emit, json_option
+from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.request_options import request_options
 from lumberjack.errors import Busy, LumberjackError
-from lumberjack.state import lifecycle
+from lumberjack.state import lifecycle, phases
 from lumberjack.state.ledger import ExportRecord, Ledger
+from lumberjack.state.phases import Phase
 
 name_argument = click.argument("name")
 dry_run_option = click.option(
@@ -31,12 +32,11 @@ def _one_step(
     dry_run: bool,
     step: Callable[[Ledger, lifecycle.Site, ExportRecord], dict[str, Any]],
     describe: str,
-    allowed: tuple[str, ...],
 ) -> None:
     """The shape every single-step command shares: checks, lock, one connection."""
     ledger = Ledger()
     record = ledger.get(name)
-    lifecycle.check_phase(record, allowed, describe)
+    lifecycle.check_phase(record, describe)
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
              f"would {describe} {name!r} (phase {record.phase}, site {record.site})")  # fmt: skip
@@ -66,7 +66,7 @@ def ship_command(name: str, dry_run: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack ship calib
     """
-    _one_step(name, as_json, dry_run, lifecycle.ship, "ship", lifecycle.SHIP_FROM)
+    _one_step(name, as_json, dry_run, lifecycle.ship, "ship")
 
 
 @cli.command("launch")
@@ -83,14 +83,15 @@ def launch_command(name: str, dry_run: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack launch calib
     """
-    _one_step(name, as_json, dry_run, lifecycle.launch, "launch", lifecycle.LAUNCH_FROM)
+    _one_step(name, as_json, dry_run, lifecycle.launch, "launch")
 
 
 @cli.command("status")
 @name_argument
 @json_option
 def status_command(name: str, as_json: bool) -> None:
-    """Jobs by status and pilots at the site (read-only).
+    """Jobs by status and pilots at the site; the export's phase follows what the site
+    reports (running once a job has started, finished when every job is done).
 
     \b
     Example:
@@ -98,12 +99,12 @@ def status_command(name: str, as_json: bool) -> None:
     """
     ledger = Ledger()
     record = ledger.get(name)
-    if record.phase not in lifecycle.STATUS_FROM:
+    if not phases.ends("status", record.phase):
         emit(as_json, {"ok": True, "name": name, "phase": record.phase},
-             f"{name}: phase {record.phase} (nothing running at a site)")  # fmt: skip
+             f"{name}: phase {record.phase} (nothing at a site)")  # fmt: skip
         return
     with lifecycle.site_for(record) as site:
-        answer = lifecycle.status(ledger, site, record)
+        answer = lifecycle.refresh_status(ledger, site, record)
     phase = ledger.get(name).phase
     jobs = ", ".join(f"{count} {state}" for state, count in sorted(answer["jobs"].items()))
     pilots = ", ".join(f"{job} {state}" for job, state in answer["pilots"].items()) or "none"
@@ -126,26 +127,28 @@ def fetch_command(name: str, dry_run: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack fetch calib && condor_lumberjack import calib
     """
-    _one_step(name, as_json, dry_run, lifecycle.fetch, "fetch", lifecycle.FETCH_FROM)
+    _one_step(name, as_json, dry_run, lifecycle.fetch, "fetch")
 
 
-@cli.command("cleanup")
-@name_argument
-@dry_run_option
-@json_option
-def cleanup_command(name: str, dry_run: bool, as_json: bool) -> None:
-    """Remove a finished export's directory at the site and its local bundle.
+CLEANUP_HELP = f"""Remove a finished export's directory at the site and its local bundle.
 
-    Only for exports that were imported, unexported or failed.
+    Only for exports in phase {phases.either(phases.starts("cleanup"))}.
 
     \b
     Example:
       condor_lumberjack cleanup calib
     """
+
+
+@cli.command("cleanup", help=CLEANUP_HELP)
+@name_argument
+@dry_run_option
+@json_option
+def cleanup_command(name: str, dry_run: bool, as_json: bool) -> None:
     ledger = Ledger()
     record = ledger.get(name)
     if not record.site:
-        lifecycle.check_phase(record, lifecycle.CLEANUP_FROM, "cleanup")
+        lifecycle.check_phase(record, "cleanup")
         if dry_run:
             emit(as_json, {"ok": True, "dry_run": True}, f"would remove {record.bundle_dir}")
             return
@@ -153,7 +156,7 @@ def cleanup_command(name: str, dry_run: bool, as_json: bool) -> None:
             result = lifecycle.cleanup(ledger, None, record)
         emit(as_json, {"ok": True, "name": name, **result}, f"cleaned {name!r}")
         return
-    _one_step(name, as_json, dry_run, lifecycle.cleanup, "cleanup", lifecycle.CLEANUP_FROM)
+    _one_step(name, as_json, dry_run, lifecycle.cleanup, "cleanup")
 
 
 @cli.command("sync")
@@ -191,7 +194,7 @@ def sync_command(names: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
 @click.option("--site", required=True, help="Site profile the jobs go to.")
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @request_options
-@click.option("--wait/--no-wait", default=True, help="Block until imported (default).")
+@click.option("--wait/--no-wait", default=True, help="Block until imported.")
 @click.option("--poll", default=30.0, metavar="SECONDS", help="Seconds between status checks.")
 @click.option("--timeout", default=0.0, metavar="SECONDS", help="Give up waiting (0: never).")
 @dry_run_option
@@ -210,7 +213,8 @@ def run_command(
     **request_flags: Any,
 ) -> None:
     """Export, ship, launch, wait, fetch and import: the whole journey, for scripts and
-    DAGMan nodes. Exit code 0 only when every job came back completed.
+    DAGMan nodes. Exit code 0 only when every job came back completed. With --json, one
+    JSON object at the end (the export's own under "export").
 
     \b
     Examples:
@@ -226,27 +230,31 @@ def run_command(
     ledger = Ledger()
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     schedd = LocalSchedd()
+    exported, text = export_to_site(
+        ledger, schedd, selection, site, name, dry_run, request_flags, not as_json
+    )
     if dry_run:
-        export_to_site(ledger, schedd, selection, site, name, True, as_json, request_flags)
+        emit(as_json, exported, text)
         return
-    export_to_site(ledger, schedd, selection, site, name, False, True, request_flags)
+    if not as_json:
+        click.echo(text)
     deadline = time.monotonic() + timeout if timeout > 0 else None
     while True:
         results = lifecycle.sync(ledger, names=(name,), schedd=schedd)
         record = ledger.get(name)
         if results and results[0].get("error"):
             raise LumberjackError(f"{name}: {results[0]['error']}")
-        if record.phase == "imported" or not wait:
+        if record.phase == Phase.IMPORTED or not wait:
             break
         if deadline is not None and time.monotonic() > deadline:
             raise Busy(f"{name} is still {record.phase} after {timeout:.0f} s; `sync` goes on")
         time.sleep(poll)
     record = ledger.get(name)
     imported = record.info.get("imported") or {}
-    complete = record.phase == "imported" and imported.get("completed") == len(record.jobs)
+    complete = record.phase == Phase.IMPORTED and imported.get("completed") == len(record.jobs)
     emit(as_json, {"ok": complete or not wait, "name": name, "phase": record.phase,
-                   "imported": imported},
-         f"{name}: {record.phase}; {imported.get('completed', 0)} of {len(record.jobs)} jobs "
-         "completed")  # fmt: skip
+                   "imported": imported, "export": exported},
+         f"{name}: {record.phase}; {imported.get('completed', 0)} of "
+         f"{plural(len(record.jobs), 'job')} completed")  # fmt: skip
     if wait and not complete:
         sys.exit(LumberjackError.exit_code)

@@ -150,9 +150,20 @@ class JobQueueLogError(ValueError):
     ``source``/``line`` are set.
     """
 
-    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        text: str | None = None,
+    ):
         self.source = source
         self.line = line
+        self.problem = message  # what is wrong, without file, line number or the line
+        self.text = text  # the offending line, when one is to blame
+        if text is not None:
+            message = f"{message}: {_snippet(text)}"
         if source is not None and line is not None:
             message = f"{source} line {line}: {message}"
         super().__init__(message)
@@ -341,7 +352,7 @@ def parse_records(text: str, source: str = "job_queue.log") -> list[LogRecord]:
         except _LineError as exc:
             if lineno == last and unterminated and (open_txn or "105 ".startswith(line)):
                 break  # a crash mid-append; the schedd drops this with its transaction
-            raise JobQueueLogError(f"{exc}: {_snippet(line)}", source=source, line=lineno) from None
+            raise JobQueueLogError(str(exc), source=source, line=lineno, text=line) from None
         op = record.op
         if op == OP_BEGIN_TRANSACTION:
             if open_txn:

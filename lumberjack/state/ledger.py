@@ -1,5 +1,7 @@
 """The ledger: every export, its phase, its jobs and every step taken, in SQLite.
 
+An export's phase changes only by the moves in the table of phases.py (`move`).
+
 Steps are recorded before they act ("started") and after ("done"), so a command that
 crashed mid-step can be found and finished or rolled back by the next `sync`.
 The database lives in $LUMBERJACK_STATE_DIR (default: the XDG state dir).
@@ -20,11 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.errors import BadInput, Busy
+from lumberjack.state.phases import Phase, check, ends
 
-PHASES = (
-    "selected", "exporting", "exported", "shipped", "launched", "running", "finished",
-    "fetched", "imported", "cleaned", "failed", "unexported",
-)  # fmt: skip
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 SCHEMA = """
@@ -64,7 +63,7 @@ def state_dir() -> Path:
 class ExportRecord:
     name: str
     site: str | None
-    phase: str
+    phase: Phase
     created: float
     updated: float
     bundle_dir: Path
@@ -78,7 +77,7 @@ class ExportRecord:
         return {
             "name": self.name,
             "site": self.site,
-            "phase": self.phase,
+            "phase": self.phase.value,
             "created": self.created,
             "updated": self.updated,
             "bundle_dir": str(self.bundle_dir),
@@ -140,7 +139,7 @@ class Ledger:
             self._db.execute(
                 "INSERT INTO exports VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    name, site, "selected", now, now, str(bundle_dir), remote_spool, owner,
+                    name, site, Phase.SELECTED, now, now, str(bundle_dir), remote_spool, owner,
                     json.dumps(clusters), json.dumps(jobs), json.dumps(info or {}),
                 ),
             )  # fmt: skip
@@ -165,9 +164,26 @@ class Ledger:
         rows = self._db.execute("SELECT * FROM exports ORDER BY created").fetchall()
         return [_record(row) for row in rows]
 
+    def move(self, name: str, step: str, end: str | None = None, message: str = "") -> Phase:
+        """Take the export where `step` goes from its phase (the table in phases.py);
+        `end` chooses among several ends. BadInput when the table has no such move."""
+        phase = self.get(name).phase
+        check(phase, step, name)
+        possible = ends(step, phase)
+        if end is None:
+            if len(possible) != 1:
+                raise ValueError(f"{step} from {phase} goes to one of {possible}; say which")
+            end = possible[0]
+        elif end not in possible:
+            raise ValueError(f"{step} does not take an export from {phase} to {end}")
+        if end != phase:
+            self.set_phase(name, end, message)
+        return Phase(end)
+
     def set_phase(self, name: str, phase: str, message: str = "") -> None:
-        if phase not in PHASES:
-            raise ValueError(f"unknown phase {phase}")
+        """Put the export in `phase`, whatever it was (for repairs and tests; steps use
+        `move`, which keeps to the table)."""
+        phase = Phase(phase).value  # ValueError for an unknown phase
         self._db.execute(
             "UPDATE exports SET phase = ?, updated = ? WHERE name = ?", (phase, time.time(), name)
         )
@@ -213,6 +229,6 @@ class Ledger:
 def _record(row: tuple) -> ExportRecord:
     name, site, phase, created, updated, bundle, spool, owner, clusters, jobs, info = row
     return ExportRecord(
-        name, site, phase, created, updated, Path(bundle), spool, owner,
+        name, site, Phase(phase), created, updated, Path(bundle), spool, owner,
         json.loads(clusters), json.loads(jobs), json.loads(info),
     )  # fmt: skip

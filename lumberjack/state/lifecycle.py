@@ -1,7 +1,10 @@
 """An export's life at a site, one idempotent step per phase.
 
-    exported --ship--> shipped --launch--> launched --(status: all done)--> finished
-    --fetch--> fetched --import--> imported --cleanup--> cleaned
+    exported --ship--> shipped --launch--> launched --(status: a job runs)--> running
+    --(status: all done)--> finished --fetch--> fetched --import--> imported
+    --cleanup--> cleaned
+
+(every move, and which of them `sync` takes, is in the table in phases.py).
 
 Each step is recorded in the ledger before and after it acts (`steps`), runs under the
 export's lock, and can be repeated: shipping again moves only what is missing, launching
@@ -24,11 +27,13 @@ from typing import Any, Callable
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer
 from lumberjack.ap.agent_zipapp import build_agent
-from lumberjack.errors import BadInput, LumberjackError, RemoteError
+from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
+from lumberjack.state.phases import Phase
 
 RETURNED = "returned"  # the remote spool as fetched, inside the local bundle
 #: What comes back from the site's spool: the queue and each job's directory; not the
@@ -41,15 +46,6 @@ FETCH_EXCLUDE = (
 TOKEN_QUEUE_ALLOWANCE_S = 3 * 24 * 3600
 #: How many times `sync` submits pilots for an export before it asks a person.
 MAX_PILOT_ROUNDS = 10
-# The phases each step starts from (a step may repeat: each is idempotent).
-SHIP_FROM = ("exported", "shipped")
-LAUNCH_FROM = ("shipped", "launched")
-STATUS_FROM = ("shipped", "launched", "running", "finished")
-FETCH_FROM = ("launched", "running", "finished", "fetched")
-IMPORT_FROM = ("fetched", "imported")
-CLEANUP_FROM = ("imported", "unexported", "failed", "cleaned")
-#: Phases `sync` moves on; the others wait for a person (or are done).
-SYNC_PHASES = ("exporting", "exported", "shipped", "launched", "running", "finished", "fetched")
 
 
 class Site:
@@ -111,11 +107,9 @@ def layout_of(record: ExportRecord) -> ExportLayout:
     return ExportLayout(remote_dir)
 
 
-def check_phase(record: ExportRecord, allowed: tuple[str, ...], step: str) -> None:
-    if record.phase not in allowed:
-        raise BadInput(
-            f"export {record.name!r} is {record.phase}; {step} needs phase {' or '.join(allowed)}"
-        )
+def check_phase(record: ExportRecord, step: str) -> None:
+    """BadInput (nothing changed) when the table has no `step` from the export's phase."""
+    phases.check(record.phase, step, record.name)
 
 
 def _step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -> dict:
@@ -134,7 +128,7 @@ def _step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -> d
 
 def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Bundle and agent to the site; only missing or changed files move; verified."""
-    check_phase(record, SHIP_FROM, "ship")
+    check_phase(record, "ship")
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:
@@ -153,7 +147,7 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
                 "skipped_files": report.skipped_files}  # fmt: skip
 
     result = _step(ledger, record.name, "ship", act)
-    ledger.set_phase(record.name, "shipped")
+    ledger.move(record.name, "ship")
     return result
 
 
@@ -185,7 +179,7 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
 
 def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Start the remote pool on the shipped queue and submit the pilots."""
-    check_phase(record, LAUNCH_FROM, "launch")
+    check_phase(record, "launch")
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:
@@ -195,18 +189,29 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         return site.agent(layout, "launch")
 
     result = _step(ledger, record.name, "launch", act)
-    if record.phase != "launched":
-        ledger.set_phase(record.name, "launched")
+    ledger.move(record.name, "launch")
     return result
 
 
-def status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
-    """Jobs by status and pilots, from the site; marks the export finished when it is."""
-    layout = layout_of(record)
-    answer = site.agent(layout, "status")
-    if answer.get("finished") and record.phase in ("launched", "running"):
-        ledger.set_phase(record.name, "finished")
+def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
+    """Jobs by status and pilots, from the site, and the phase they mean recorded in the
+    ledger: running once a job left idle there, finished when every job is done."""
+    check_phase(record, "status")
+    answer = site.agent(layout_of(record), "status")
+    phase = ledger.get(record.name).phase  # now, not when the command started
+    ledger.move(record.name, "status", status_phase(phase, answer))
     return answer
+
+
+def status_phase(phase: Phase, answer: dict[str, Any]) -> Phase:
+    """The phase a status answer from the site means for an export in `phase`."""
+    possible = phases.ends("status", phase)
+    if answer.get("finished") and Phase.FINISHED in possible:
+        return Phase.FINISHED
+    started = any(count for state, count in answer.get("jobs", {}).items() if state != "idle")
+    if started and Phase.RUNNING in possible:
+        return Phase.RUNNING
+    return phase
 
 
 def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
@@ -215,7 +220,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     Jobs that had not finished come back too: import hands them to the local schedd as
     idle, so none is lost and none runs twice.
     """
-    check_phase(record, FETCH_FROM, "fetch")
+    check_phase(record, "fetch")
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:
@@ -230,7 +235,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
                 "received_bytes": report.sent_bytes}  # fmt: skip
 
     result = _step(ledger, record.name, "fetch", act)
-    ledger.set_phase(record.name, "fetched")
+    ledger.move(record.name, "fetch")
     return result
 
 
@@ -238,8 +243,10 @@ def import_results(
     ledger: Ledger, schedd: Any, record: ExportRecord, *, dry_run: bool = False
 ) -> dict[str, Any]:
     """Merge what came back into the local schedd (the foundation's import)."""
-    check_phase(record, IMPORT_FROM, "import")
+    check_phase(record, "import")
     returned = record.bundle_dir / RETURNED
+    if schedd is None and not dry_run:
+        raise ValueError("import needs the local schedd to merge the job ads into")
     if dry_run:
         return importer.run_import(None, record.bundle_dir, returned, dry_run=True).to_json()
     report = _step(
@@ -252,13 +259,13 @@ def import_results(
         record.name,
         imported={key: report.get(key) for key in ("jobs", "completed", "handed_back_idle")},
     )
-    ledger.set_phase(record.name, "imported")
+    ledger.move(record.name, "import")
     return report
 
 
 def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str, Any]:
     """Remove the site directory and the local bundle of a finished export."""
-    check_phase(record, CLEANUP_FROM, "cleanup")
+    check_phase(record, "cleanup")
 
     def act() -> dict[str, Any]:
         result: dict[str, Any] = {}
@@ -276,7 +283,7 @@ def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str
         return result
 
     result = _step(ledger, record.name, "cleanup", act)
-    ledger.set_phase(record.name, "cleaned")
+    ledger.move(record.name, "cleanup")
     return result
 
 
@@ -284,30 +291,31 @@ def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str
 
 
 def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
-    """Take one export as far as it goes now without waiting; the steps taken."""
+    """Take one export as far as it goes now without waiting, by the steps the phase
+    table marks for sync; the phases it stepped from (and "launch" for new pilots)."""
     done: list[str] = []
     while True:
         record = ledger.get(name)
-        phase = record.phase
-        if phase == "exported":
-            ship(ledger, site, record)
-        elif phase == "shipped":
-            launch(ledger, site, record)
-        elif phase in ("launched", "running"):
-            answer = status(ledger, site, record)
-            if not answer.get("finished"):
-                if not _pilots_alive(answer) and answer["jobs"].get("idle"):
-                    relaunch(ledger, site, ledger.get(name))  # the last pilots ended: more
-                    done.append("launch")
-                return done
-            continue
-        elif phase == "finished":
-            fetch(ledger, site, record)
-        elif phase == "fetched":
-            import_results(ledger, schedd, record)
-        else:
+        step = phases.sync_step(record.phase)
+        if step == "status":
+            answer = refresh_status(ledger, site, record)
+            if answer.get("finished"):
+                continue
+            if not _pilots_alive(answer) and answer["jobs"].get("idle"):
+                relaunch(ledger, site, ledger.get(name))  # the last pilots ended: more
+                done.append("launch")
             return done
-        done.append(phase)
+        if step == "ship":
+            ship(ledger, site, record)
+        elif step == "launch":
+            launch(ledger, site, record)
+        elif step == "fetch":
+            fetch(ledger, site, record)
+        elif step == "import":
+            import_results(ledger, schedd, record)
+        else:  # waits for a person, is done, or is not a site's (rollback: see sync)
+            return done
+        done.append(record.phase.value)
 
 
 def relaunch(ledger: Ledger, site: Site, record: ExportRecord) -> None:
@@ -340,40 +348,56 @@ def sync(
     names: tuple[str, ...] = (),
     dry_run: bool = False,
     schedd: Any = None,
+    open_site: Callable[[ExportRecord], Site] = site_for,
 ) -> list[dict[str, Any]]:
     """Advance every export (or those named) as far as it goes now; never waits for a
-    lock another process holds. One line of result per export, errors included."""
-    from lumberjack.errors import Busy
-
+    lock another process holds. One line of result per export, errors included.
+    A step that fails leaves the phase as it was (recorded as a failed step), so the
+    next sync tries again."""
     results = []
     for record in ledger.list():
         if names and record.name not in names:
             continue
-        if record.phase not in SYNC_PHASES:
+        step = phases.sync_step(record.phase)
+        if step is None:
             continue
-        entry: dict[str, Any] = {"name": record.name, "phase": record.phase}
+        entry: dict[str, Any] = {"name": record.name, "phase": record.phase.value}
         if dry_run:
-            entry["would"] = "recover" if record.phase == "exporting" else "advance"
+            entry["would"] = "recover" if step == "rollback" else "advance"
             results.append(entry)
             continue
         try:
             with ledger.lock(record.name):
-                if schedd is None and record.phase in ("exporting", "fetched", "finished"):
-                    from lumberjack.ap.schedd import LocalSchedd
-
-                    schedd = LocalSchedd()
-                if record.phase == "exporting":
-                    entry["steps"] = [recover_exporting(ledger, schedd, ledger.get(record.name))]
-                elif record.site:
-                    with site_for(record) as site:
+                if schedd is None:
+                    schedd = _LocalScheddOnFirstUse()
+                current = ledger.get(record.name)
+                if phases.sync_step(current.phase) == "rollback":
+                    entry["steps"] = [recover_exporting(ledger, schedd, current)]
+                elif current.site:
+                    with open_site(current) as site:
                         entry["steps"] = advance(ledger, site, schedd, record.name)
         except Busy:
             entry["steps"] = ["busy: skipped"]
         except LumberjackError as exc:
             entry["error"] = str(exc)
-        entry["phase"] = ledger.get(record.name).phase
+        entry["phase"] = ledger.get(record.name).phase.value
         results.append(entry)
     return results
+
+
+class _LocalScheddOnFirstUse:
+    """The local schedd, reached only when a step needs it: any site export may get as
+    far as import in one sync, but most syncs only look at the site."""
+
+    def __init__(self) -> None:
+        self._schedd: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._schedd is None:
+            from lumberjack.ap.schedd import LocalSchedd
+
+            self._schedd = LocalSchedd()
+        return getattr(self._schedd, name)
 
 
 def recover_exporting(ledger: Ledger, schedd: Any, record: ExportRecord) -> str:

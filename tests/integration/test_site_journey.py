@@ -194,6 +194,8 @@ def test_run_wait(workspace: Path, state_dir: Path, at_site: list) -> None:
     clock("run")
     assert result.returncode == 0, result.stderr
     answer = last_json(result)
+    assert json.loads(result.stdout) == answer  # --json: exactly one object
+    assert answer["export"]["jobs"] == [f"{cluster}.{p}" for p in range(4)]
     assert answer["phase"] == "imported" and answer["ok"]
     assert answer["imported"]["completed"] == 4
 

@@ -203,3 +203,22 @@ def test_relative_path(log_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = _run("job_queue.log")
     assert result.exit_code == 0
     assert result.stdout.startswith("job_queue.log: 1 cluster, 2 procs")
+
+
+def test_binary_file_is_one_short_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.out"
+    path.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 8)
+    result = _run(str(path))
+    _assert_one_line_error(result, f"{path} line 1: binary data, not a job_queue.log")
+    assert result.stderr == f"error: {path} line 1: binary data, not a job_queue.log\n"
+
+
+def test_bad_line_shows_what_is_wrong_once_and_a_short_excerpt(tmp_path: Path) -> None:
+    path = tmp_path / "job_queue.log"
+    long_value = "x" * 500
+    path.write_text(f"101 1.0 Job Machine\n103 1.0 {long_value}\n", encoding="utf-8")
+    result = _run(str(path))
+    _assert_one_line_error(result, f"{path} line 2: 103 (set attribute) needs KEY NAME VALUE: ")
+    excerpt = result.stderr.rstrip("\n").split("VALUE: ", 1)[1]
+    assert excerpt == '"103 1.0 ' + "x" * 49 + '..."'  # 60 characters of the line, quoted
+    assert result.stderr.count("103 1.0") == 1

@@ -1,7 +1,10 @@
-"""The lifecycle's decisions that need no site: phases, the launch plan, pilot rounds."""
+"""The lifecycle: its decisions that need no site (the launch plan, pilot rounds), and the
+state machine (`advance`, `sync`, each step) against a fake site, in seconds."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,7 @@ import pytest
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
-from lumberjack.state import lifecycle
+from lumberjack.state import lifecycle, phases
 from lumberjack.state.ledger import Ledger
 
 
@@ -35,8 +38,8 @@ def make_record(ledger: Ledger, **info):
 def test_steps_refuse_the_wrong_phase(ledger: Ledger) -> None:
     record = make_record(ledger)
     with pytest.raises(BadInput, match="'calib' is exported; fetch needs phase launched"):
-        lifecycle.check_phase(record, lifecycle.FETCH_FROM, "fetch")
-    lifecycle.check_phase(record, lifecycle.SHIP_FROM, "ship")  # no error
+        lifecycle.check_phase(record, "fetch")
+    lifecycle.check_phase(record, "ship")  # no error
 
 
 def test_launch_plan_comes_from_the_recorded_request(ledger: Ledger) -> None:
@@ -72,4 +75,193 @@ def test_sync_dry_run_changes_nothing(ledger: Ledger, monkeypatch) -> None:
     monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(ledger.directory))
     results = lifecycle.sync(ledger, dry_run=True)
     assert results == [{"name": "calib", "phase": "exported", "would": "advance"}]
+    assert ledger.get("calib").phase == "exported"
+
+
+# ---- the state machine against a fake site -------------------------------------------
+
+
+def load_fixture(name: str):  # -> module
+    from conftest import load_fixture_module
+
+    return load_fixture_module(name)
+
+
+fake = load_fixture("fake_site")
+site_bundle = load_fixture("site_bundle")
+
+
+@pytest.fixture
+def at_site(ledger: Ledger, tmp_path: Path):  # -> (record, FakeSite, FakeSchedd)
+    """An exported export with a real bundle (two jobs), its site and its local schedd."""
+    bundle = site_bundle.build(tmp_path / "calib")
+    ledger.create(
+        "calib", site="testbed", bundle_dir=bundle, remote_spool="/home/hpcuser/lj/calib/spool",
+        owner="alice", clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
+        info={"remote_dir": "/home/hpcuser/lj/calib",
+              "request": lifecycle.request_info(
+                  build_request(find_profile("testbed"), nodes=3, cores=2, walltime="30m"))},
+    )  # fmt: skip
+    ledger.move("calib", "export")
+    ledger.move("calib", "export")
+    site = fake.FakeSite(
+        site_bundle.queue_ads, json.loads((bundle / "manifest.json").read_text())["remote_spool"]
+    )
+    return ledger.get("calib"), site, fake.FakeSchedd()
+
+
+def phase_changes(ledger: Ledger, name: str = "calib") -> list[str]:
+    return [s["step"].split(":")[1] for s in ledger.steps(name) if s["step"].startswith("phase:")]
+
+
+def sync_once(ledger: Ledger, site, schedd) -> dict:
+    results = lifecycle.sync(ledger, schedd=schedd, open_site=lambda record: site)
+    assert len(results) <= 1, results
+    return results[0] if results else {}
+
+
+def test_sync_takes_an_export_home_one_table_step_at_a_time(ledger: Ledger, at_site) -> None:
+    _, site, schedd = at_site
+    # exported: ship, launch, then the site says nobody runs yet: it waits for the pilot
+    first = sync_once(ledger, site, schedd)
+    assert first == {"name": "calib", "phase": "launched", "steps": ["exported", "shipped"]}
+    assert site.pilots == {"1000": "queued"} and site.placed
+    # again: nothing to do until the site moves (no second pilot, no second placement)
+    assert sync_once(ledger, site, schedd)["steps"] == []
+    assert site.launches == 1
+    site.start()
+    assert sync_once(ledger, site, schedd) == {"name": "calib", "phase": "running", "steps": []}
+    site.finish("7.0")
+    assert sync_once(ledger, site, schedd)["phase"] == "running"
+    site.finish()
+    last = sync_once(ledger, site, schedd)
+    assert last == {"name": "calib", "phase": "imported", "steps": ["finished", "fetched"]}
+    assert phase_changes(ledger) == [
+        "exporting", "exported", "shipped", "launched", "running", "finished", "fetched",
+        "imported",
+    ]  # fmt: skip
+    moved = phase_changes(ledger)[1:]  # from exported on, every move was sync's own step
+    for before, after in zip(moved, moved[1:]):
+        assert after in phases.ends(phases.sync_step(before), before), (before, after)
+    # the job ads went to the local schedd once, completed; the site's pool stopped
+    assert len(schedd.merged) == 1
+    assert {schedd.merged[0][j].get("JobStatus") for j in ("7.0", "7.1")} == {"4"}
+    assert ledger.get("calib").info["imported"] == {
+        "jobs": 2,
+        "completed": 2,
+        "handed_back_idle": 0,
+    }
+    assert not site.pool_running
+    # imported: sync has nothing more to do
+    assert lifecycle.sync(ledger, schedd=schedd, open_site=lambda r: site) == []
+
+
+def test_each_step_can_be_repeated(ledger: Ledger, at_site) -> None:
+    record, site, schedd = at_site
+    shipped = lifecycle.ship(ledger, site, record)
+    again = lifecycle.ship(ledger, site, ledger.get("calib"))
+    assert shipped["sent_files"] == again["skipped_files"] > 0 and again["sent_files"] == 0
+    launched = lifecycle.launch(ledger, site, ledger.get("calib"))
+    relaunched = lifecycle.launch(ledger, site, ledger.get("calib"))
+    assert launched["place"]["placed"] and not relaunched["place"]["placed"]
+    assert relaunched["pilots"]["submitted"] == [] and ledger.get("calib").phase == "launched"
+    site.finish()
+    lifecycle.fetch(ledger, site, ledger.get("calib"))
+    lifecycle.fetch(ledger, site, ledger.get("calib"))
+    first = lifecycle.import_results(ledger, schedd, ledger.get("calib"))
+    second = lifecycle.import_results(ledger, schedd, ledger.get("calib"))
+    assert (first["completed"], second["completed"]) == (2, 2)
+    lifecycle.cleanup(ledger, site, ledger.get("calib"))
+    assert lifecycle.cleanup(ledger, site, ledger.get("calib"))["remote"]["removed"] is False
+    assert ledger.get("calib").phase == "cleaned" and not record.bundle_dir.exists()
+    assert phase_changes(ledger)[2:] == ["shipped", "launched", "fetched", "imported", "cleaned"]
+
+
+def test_a_step_that_fails_keeps_the_phase_and_the_next_sync_goes_on(
+    ledger: Ledger, at_site
+) -> None:
+    _, site, schedd = at_site
+    site.reachable = False
+    entry = sync_once(ledger, site, schedd)
+    assert entry["phase"] == "exported" and "Connection refused" in entry["error"]
+    assert [s["status"] for s in ledger.steps("calib") if s["step"] == "ship"] == [
+        "started", "failed",
+    ]  # fmt: skip
+    site.reachable = True
+    site.agent_error["launch"] = "site image /images/lj.sif not found"
+    entry = sync_once(ledger, site, schedd)
+    assert entry["phase"] == "shipped"
+    assert entry["error"] == "site agent launch: site image /images/lj.sif not found"
+    del site.agent_error["launch"]
+    assert sync_once(ledger, site, schedd)["phase"] == "launched"
+
+
+def test_a_crash_half_way_through_export_is_rolled_back_to_failed(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    bundle = tmp_path / "crashed"
+    (bundle / "native").mkdir(parents=True)
+    ledger.create("crashed", site=None, bundle_dir=bundle, remote_spool="/s", owner="alice",
+                  clusters=[9], jobs=["9.0"])  # fmt: skip
+    ledger.move("crashed", "export")
+    schedd = fake.FakeSchedd()
+    entry = sync_once(ledger, None, schedd)
+    assert entry["phase"] == "failed" and entry["steps"][0].startswith("recovered")
+    assert schedd.unexported == [[9]] and not bundle.exists()
+    assert lifecycle.sync(ledger, schedd=schedd) == []  # failed waits for a person
+
+
+def test_pilots_are_resubmitted_a_bounded_number_of_rounds(ledger: Ledger, at_site) -> None:
+    _, site, schedd = at_site
+    sync_once(ledger, site, schedd)
+    site.start("7.0")
+    assert sync_once(ledger, site, schedd)["phase"] == "running"
+    for round_ in range(2, lifecycle.MAX_PILOT_ROUNDS + 1):
+        site.pilots_end()  # walltime: the running job goes back to idle
+        entry = sync_once(ledger, site, schedd)
+        assert entry == {"name": "calib", "phase": "running", "steps": ["launch"]}
+        assert ledger.get("calib").info["pilot_rounds"] == round_
+        assert site.launches == round_
+    site.pilots_end()
+    entry = sync_once(ledger, site, schedd)
+    assert "rounds of pilots ended with jobs still idle" in entry["error"]
+    assert entry["phase"] == "running" and site.launches == lifecycle.MAX_PILOT_ROUNDS
+    # a person takes them home: fetch and import, the unfinished jobs idle again
+    lifecycle.fetch(ledger, site, ledger.get("calib"))
+    report = lifecycle.import_results(ledger, schedd, ledger.get("calib"))
+    assert (report["completed"], report["handed_back_idle"]) == (0, 2)
+
+
+def test_sync_skips_an_export_another_process_holds(ledger: Ledger, at_site) -> None:
+    _, site, schedd = at_site
+    with ledger.lock("calib"):
+        entry = sync_once(ledger, site, schedd)
+    assert entry == {"name": "calib", "phase": "exported", "steps": ["busy: skipped"]}
+    assert site.connection.commands == [] and site.connection.files == {}
+
+
+def test_status_reads_the_site_and_records_the_phase_it_means(ledger: Ledger, at_site) -> None:
+    record, site, schedd = at_site
+    lifecycle.ship(ledger, site, record)
+    answer = lifecycle.refresh_status(ledger, site, ledger.get("calib"))
+    assert answer["placed"] is False and ledger.get("calib").phase == "shipped"
+    lifecycle.launch(ledger, site, ledger.get("calib"))
+    lifecycle.refresh_status(ledger, site, ledger.get("calib"))
+    assert ledger.get("calib").phase == "launched"  # the pilot is still queued
+    site.start("7.1")
+    lifecycle.refresh_status(ledger, site, ledger.get("calib"))
+    assert ledger.get("calib").phase == "running"
+    site.finish()
+    lifecycle.refresh_status(ledger, site, ledger.get("calib"))
+    assert ledger.get("calib").phase == "finished"
+
+
+def test_moves_outside_the_table_are_refused(ledger: Ledger, at_site) -> None:
+    record, site, schedd = at_site
+    with pytest.raises(BadInput, match="'calib' is exported; fetch needs phase launched"):
+        ledger.move("calib", "fetch")
+    with pytest.raises(BadInput, match="import needs phase fetched or imported"):
+        lifecycle.import_results(ledger, schedd, record)
+    with pytest.raises(ValueError, match="needs the local schedd"):
+        lifecycle.import_results(ledger, None, replace(record, phase=phases.Phase.FETCHED))
     assert ledger.get("calib").phase == "exported"
