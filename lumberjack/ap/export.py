@@ -100,7 +100,7 @@ def _nothing_in_queue(schedd: LocalSchedd, selection: Selection) -> str:
     gone = schedd.history(selection.to_constraint(), ["ClusterId", "ProcId", "JobStatus"], 5)
     if not gone:
         return f"no jobs match {_describe(selection)}"
-    states = sorted({STATUS_NAMES.get(j.get("JobStatus"), "gone") for j in gone})
+    states = sorted({word_of(j.get("JobStatus")) if j.get("JobStatus") else "gone" for j in gone})
     ids = ", ".join(sorted(f"{j['ClusterId']}.{j['ProcId']}" for j in gone))
     return (
         f"no job in the queue matches {_describe(selection)}: {ids}"
