@@ -7,7 +7,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from lumberjack.core.records import JsonRecord, RecordError, from_json
 
@@ -40,7 +40,7 @@ class Manifest(JsonRecord):
     jobs: list[str]
     files: list[FileEntry]
     path_map: dict[str, Any]
-    site: str | None = None
+    site: Optional[str] = None
     created: float = field(default_factory=time.time)
     format: str = FORMAT
 

@@ -94,3 +94,12 @@ def test_job_status_words() -> None:
     assert JobStatus.TRANSFERRING_OUTPUT.title == "Transferring Output"
     assert word_of("x") == "x"
     assert JobStatus.HELD in FINAL and JobStatus.IDLE not in FINAL
+
+
+def test_records_read_at_the_site_evaluate_on_python_3_9() -> None:
+    # from_json evaluates annotations; `X | None` fails on the Python 3.9 of login nodes.
+    import dataclasses
+
+    for record in (Manifest, FileEntry):
+        for f in dataclasses.fields(record):
+            assert "|" not in str(f.type), f"{record.__name__}.{f.name}: use Optional[...]"
