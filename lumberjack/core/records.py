@@ -3,8 +3,9 @@
 
 `from_json` checks every field's type against the dataclass's annotations, because the
 data may come back from a site or from a file a user could edit: a wrong shape is a
-`RecordError` naming the field, never a half-built record. Stdlib only (both sides). Records read at the site write `Optional[X]`, not `X | None`:
-a login node's Python 3.9 cannot evaluate the latter when the annotations are checked.
+`RecordError` naming the field, never a half-built record. Stdlib only (both sides).
+Records read at the site write `Optional[X]`, not `X | None`: a login node's Python 3.9
+cannot evaluate the latter when the annotations are checked.
 """
 
 from __future__ import annotations
