@@ -45,8 +45,14 @@ from lumberjack.core.units import (
 from lumberjack.errors import BadInput
 from lumberjack.site.batch import SYSTEMS
 
-RUNTIMES = ("apptainer", "singularity")
-PLACEMENTS = ("login", "batch")
+# "podman-hpc" (NERSC) and "none" (HTCondor from a release tarball) are accepted so that
+# profiles can say what the centre documents; see site-profiles/README.md for what runs.
+RUNTIMES = ("apptainer", "singularity", "podman-hpc", "none")
+# "login": the remote schedd lives on the login node; "allocation": inside the pilots' batch
+# allocation, for sites whose login nodes must not host long-running services.
+PLACEMENTS = ("login", "allocation")
+# "key": a key logs in without a prompt; "mfa": every new connection asks for a one-time code.
+AUTH_MODES = ("key", "mfa")
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -186,6 +192,7 @@ Allocation = _matching(DIRECTIVE_WORD, "is not a project name", '"m1234"')
 BatchSystemName = _choice(lambda: tuple(SYSTEMS), '"slurm"')
 Runtime = _choice(lambda: RUNTIMES, '"apptainer"')
 Placement = _choice(lambda: PLACEMENTS, '"login"')
+AuthMode = _choice(lambda: AUTH_MODES, '"key"')
 Walltime = Annotated[int, BeforeValidator(_hhmmss), Field(examples=['"48:00:00"'])]
 Memory = Annotated[int, BeforeValidator(_memory), Field(examples=['"512GB"'])]
 Directives = Annotated[_lines(_directives), AfterValidator(_directive_prefix)]
@@ -223,6 +230,8 @@ class SiteTable(_Table):
         None
     )
     identity_file: Optional[Annotated[StrictStr, Field(examples=['"~/.ssh/id_ed25519"'])]] = None
+    auth: AuthMode = "key"
+    connection_sharing: StrictBool = True
     base_dir: RemotePath
     scratch: Optional[Scratch] = None
     batch_system: BatchSystemName
@@ -269,13 +278,15 @@ class ContainerSpec(_Table):
 
 
 class ScheddSpec(_Table):
-    """[schedd]: where the remote pool's schedd runs and how compute nodes reach it."""
+    """[schedd]: where the remote pool's schedd runs, how compute nodes reach it, and how many
+    jobs it may run at once (a site policy cap; None: no cap)."""
 
     placement: Placement = "login"
     port: Annotated[
         StrictInt, Field(ge=0), _port_below_65536("use 0 to let the site agent choose")
     ] = 0
     address: Optional[NodeAddress] = None
+    max_running_jobs: Optional[Annotated[StrictInt, Field(ge=1, examples=["64"])]] = None
 
 
 class Queue(_Table):
@@ -469,6 +480,8 @@ class SiteProfile:
     port: int = 22
     known_hosts: Optional[str] = None  # as written; see known_hosts_path()
     identity_file: Optional[str] = None  # as written; see identity_file_path()
+    auth: str = "key"
+    connection_sharing: bool = True
     scratch: str = ""
     allocation_required: bool = False
     schedd: ScheddSpec = ScheddSpec()
@@ -553,6 +566,8 @@ class SiteProfile:
             "port": self.port,
             "known_hosts": self.known_hosts,
             "identity_file": self.identity_file,
+            "auth": self.auth,
+            "connection_sharing": self.connection_sharing,
             "base_dir": self.base_dir,
             "scratch": self.scratch,
             "batch_system": self.batch_system,

@@ -335,3 +335,98 @@ def test_unknown_site_names_the_known_ones():
         "perlmutter, polaris, testbed, theta"
     )
     assert message.endswith('did you mean "perlmutter"?')
+
+
+# ---- login, placement, caps and runtimes (issues 9 and 10) -------------------------------
+
+
+def test_login_placement_and_runtime_defaults_keep_todays_behaviour(tmp_path):
+    p = load_profile(write_profile(tmp_path))
+    assert (p.auth, p.connection_sharing) == ("key", True)
+    assert (p.schedd.placement, p.schedd.max_running_jobs) == ("login", None)
+    assert p.container.runtime == "apptainer"
+    data = p.to_dict()
+    assert (data["auth"], data["connection_sharing"]) == ("key", True)
+    assert data["schedd"]["max_running_jobs"] is None
+
+
+@pytest.mark.parametrize(
+    ("edits", "check"),
+    [
+        ({"[site]": '[site]\nauth = "mfa"'}, lambda p: p.auth == "mfa"),
+        ({"[site]": "[site]\nconnection_sharing = false"}, lambda p: not p.connection_sharing),
+        ({"[container]": '[schedd]\nplacement = "allocation"\n\n[container]'},
+         lambda p: p.schedd.placement == "allocation"),
+        ({"[container]": "[schedd]\nmax_running_jobs = 64\n\n[container]"},
+         lambda p: p.schedd.max_running_jobs == 64),
+        ({"[container]": '[container]\nruntime = "podman-hpc"'},
+         lambda p: p.container.runtime == "podman-hpc"),
+        ({"[container]": '[container]\nruntime = "none"'}, lambda p: p.container.runtime == "none"),
+        ({"[container]": '[container]\nruntime = "singularity"'},
+         lambda p: p.container.runtime == "singularity"),
+    ],
+)  # fmt: skip
+def test_login_placement_and_runtime_good_values(tmp_path, edits, check):
+    assert check(load_profile(write_profile(tmp_path, **edits)))
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        ({"[site]": '[site]\nauth = "otp"'},
+         'foo.toml: [site].auth "otp" is not one of the choices; write "key" or "mfa"'),
+        ({"[site]": '[site]\nauth = 1'},
+         "foo.toml: [site].auth 1 is not a string; write e.g. auth = \"key\""),
+        ({"[site]": '[site]\nconnection_sharing = "no"'},
+         'foo.toml: [site].connection_sharing "no" is not true or false; '
+         "write connection_sharing = true or connection_sharing = false"),
+        ({"[container]": '[schedd]\nplacement = "batch"\n\n[container]'},
+         'foo.toml: [schedd].placement "batch" is not one of the choices; '
+         'write "login" or "allocation"'),
+        ({"[container]": "[schedd]\nmax_running_jobs = 0\n\n[container]"},
+         "foo.toml: [schedd].max_running_jobs 0 must be at least 1"),
+        ({"[container]": '[schedd]\nmax_running_jobs = "64"\n\n[container]'},
+         'foo.toml: [schedd].max_running_jobs "64" is not a whole number; '
+         "write e.g. max_running_jobs = 64"),
+        ({"[container]": '[container]\nruntime = "shifter"'},
+         'foo.toml: [container].runtime "shifter" is not one of the choices; '
+         'write "apptainer" or "singularity" or "podman-hpc" or "none"'),
+        ({"[site]": '[site]\nauht = "mfa"'},
+         'foo.toml: unknown key [site].auht; did you mean "auth"?'),
+    ],
+)  # fmt: skip
+def test_login_placement_and_runtime_bad_values(tmp_path, edits, expected):
+    assert error_of(write_profile(tmp_path, **edits)) == expected
+
+
+def test_real_sites_login_and_placement():
+    """What each centre's documentation says (see each profile's header for the source)."""
+    facts = {
+        name: (p.auth, p.connection_sharing, p.schedd.placement, p.container.runtime)
+        for name in REAL_SITES
+        for p in [find_profile(name)]
+    }
+    assert facts == {
+        "perlmutter": ("key", True, "allocation", "podman-hpc"),
+        "polaris": ("mfa", True, "login", "apptainer"),
+        "frontier": ("mfa", False, "allocation", "apptainer"),
+        "anvil": ("key", True, "login", "apptainer"),
+        "expanse": ("mfa", True, "allocation", "singularity"),
+        "delta": ("mfa", True, "login", "apptainer"),
+        "bridges2": ("key", True, "login", "singularity"),
+        "theta": ("mfa", True, "login", "singularity"),
+    }
+    assert find_profile("polaris").schedd.max_running_jobs == 64  # 128 login-node tasks
+    assert find_profile("testbed").auth == "key"
+    assert all(find_profile(name).checked == "2026-11-23" for name in REAL_SITES)
+
+
+def test_real_sites_limits_fixed_from_the_docs():
+    assert find_profile("frontier").queue("batch-large").max_nodes == 9472
+    delta = find_profile("delta")
+    assert delta.queue("cpu-interactive").max_walltime_s == 30 * 60
+    assert delta.queue("cpu").memory_per_node_mb == 230 * 1024
+    assert find_profile("polaris").queue("capacity").max_walltime_s == 168 * 3600
+    theta = find_profile("theta")
+    assert max(q.max_nodes for q in theta.queues) == 4100
+    assert {q.batch_queue for q in theta.queues if q.name.startswith("default")} == {"default"}
