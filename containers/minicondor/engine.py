@@ -56,6 +56,8 @@ def data_root() -> Path:
 
 def install() -> None:
     """The engine and the Compose v2 plugin, each only if missing."""
+    if os.geteuid() != 0 and (shutil.which("dockerd") is None or not compose_works()):
+        raise SystemExit("docker tier: installing the engine and the Compose plugin needs root")
     if shutil.which("dockerd") is None:
         started = time.monotonic()
         with _no_service_start():

@@ -20,12 +20,21 @@ import image  # noqa: E402
 import testbed  # noqa: E402
 
 
-@pytest.fixture(scope="session")
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-docker's fixtures live for the session by default: in `make test` that would
+    # keep the engine and both pools up through the integration tests that run after.
+    config.option.container_scope = "module"
+
+
+@pytest.fixture(scope="module")
 def tier(
     tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
     docker_compose_command: str,
     docker_compose_project_name: str,
 ) -> Iterator[Tier]:
+    """An engine (ours only if none ran), the image, the directories the compose file
+    binds, and the machine's addresses before any of it."""
     if os.geteuid() != 0:
         pytest.skip("the docker tier needs root (bind mounts owned by the submitter)")
     reason = engine.why_no_engine()
@@ -33,9 +42,10 @@ def tier(
         pytest.skip(f"docker tier: {reason}")
     before = addresses()
     with engine.running_engine() as running:
+        started_here = running.started_here
         name = image.ensure_image()
         testbed.ensure_host_submitter()
-        work = tmp_path_factory.mktemp("docker-tier")
+        work = tmp_path_factory.mktemp(f"docker-{request.module.__name__}")
         work.chmod(0o755)
         os.chown(work, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
         mini_spool = work / "mini-spool"
@@ -60,29 +70,28 @@ def tier(
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-        started_here = running.started_here
     # The engine we started is gone, and it left no address behind.
     if started_here:
         assert not engine.engine_answers()
     assert new_private(before, addresses()) == set()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def docker_compose_file(tier: Tier) -> str:
     return str(COMPOSE_FILE)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def docker_compose_project_name() -> str:
     return f"lumberjack-minicondor-{os.getpid()}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def docker_cleanup() -> list[str]:
     return ["down --volumes --timeout 60"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pools(
     docker_services: object,
     docker_compose_command: str,
