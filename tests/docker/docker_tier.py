@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import ipaddress
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import testbed
 
 ROOT = Path(__file__).resolve().parents[2]
 MINICONDOR = ROOT / "containers" / "minicondor"
@@ -25,9 +28,22 @@ def addresses() -> set[str]:
     return found
 
 
+def testbed_interfaces() -> set[str]:
+    """The testbed's own veth pair: its emulated site may come up while this tier runs."""
+    testbed.site()  # loads containers/testbed/site.py
+    site = sys.modules["lumberjack_testbed_site"]
+    return {site.VETH_HOST, site.VETH_SITE}
+
+
 def new_private(before: set[str], now: set[str]) -> set[str]:
-    """Addresses in a private (or link-local) range that were not there before."""
-    return {a for a in now - before if ipaddress.ip_interface(a.split()[1]).is_private}
+    """Addresses in a private (or link-local) range that were not there before, on any
+    interface but the testbed's."""
+    ours = testbed_interfaces()
+    return {
+        a
+        for a in now - before
+        if a.split()[0] not in ours and ipaddress.ip_interface(a.split()[1]).is_private
+    }
 
 
 @dataclass
