@@ -11,7 +11,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from docker_tier import COMPOSE_FILE, MINICONDOR, Pools, Tier, addresses, new_private
+
+from .docker_tier import COMPOSE_FILE, MINICONDOR, Pools, Tier, addresses, new_private
 
 sys.path.insert(0, str(MINICONDOR))
 

@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import testbed
 import yaml
-from docker_tier import COMPOSE_FILE, MINI_SPOOL, Pools, Tier, addresses, new_private
 from journey import expected_outputs, fetch_back, history, make_job_dir, query, tree
 from site_spool import install_spool, remote_iwds_from_manifest
+
+from .docker_tier import COMPOSE_FILE, MINI_SPOOL, Pools, Tier, addresses, new_private
 
 pytestmark = pytest.mark.docker
 
@@ -112,13 +114,22 @@ def lumberjack_json(*args: str) -> dict:
     return json.loads(lumberjack(*args, "--json").stdout.strip().splitlines()[-1])
 
 
-def test_export_run_in_minicondor_import(
-    tier: Tier, pools: Pools, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def ap_client(tier: Tier, pools: Pools) -> Iterator[None]:
+    """This process and the CLI it runs: clients of the access point's pool."""
+    import htcondor2
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CONDOR_CONFIG", str(write_client_config(pools, tier.work)))
+        patch.setenv("LUMBERJACK_STATE_DIR", str(tier.work / "state"))
+        htcondor2.reload_config()
+        yield
+    htcondor2.reload_config()
+
+
+def test_export_run_in_minicondor_import(tier: Tier, pools: Pools, ap_client: None) -> None:
     assert new_private(tier.addresses_before, addresses()) == set()
     work = tier.work
-    monkeypatch.setenv("CONDOR_CONFIG", str(write_client_config(pools, work)))
-    monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(work / "state"))
 
     job_dir = make_job_dir(work)
     cluster = submit_in_container(pools, job_dir)
