@@ -21,14 +21,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "testbed"))
 
 import testbed  # noqa: E402
+from engine import log  # noqa: E402
 
 IMAGE_VARIABLE = "LUMBERJACK_MINICONDOR_IMAGE"
 RECIPE_FILES = ("prepare-rootfs.sh",)
 LOCAL_REPOSITORY = "condor-lumberjack/minicondor"
-
-
-def log(message: str) -> None:
-    print(f"[docker-tier] {message}", file=sys.stderr, flush=True)
 
 
 def recipe_hash() -> str:
