@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -207,8 +208,8 @@ class Engine:
         self.process.terminate()
         try:
             self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        except subprocess.TimeoutExpired:  # its own process group: dockerd and containerd
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         log(f"stopped dockerd (pid {self.pid})")
         netns = EXEC_ROOT / "netns" / "default"

@@ -76,9 +76,10 @@ def submit_in_container(pools: Pools, job_dir: Path) -> int:
     out = pools.exec(
         "ap", "condor_submit", "-terse", "job.sub", user=testbed.SUBMITTER, workdir=str(job_dir)
     )
-    first, last = out.split()[0], out.split()[-1]
-    assert (first, last) == (f"{first.split('.')[0]}.0", f"{first.split('.')[0]}.2"), out
-    return int(first.split(".")[0])
+    first, _, last = out.split()  # -terse: "C.0 - C.2"
+    cluster = int(first.split(".")[0])
+    assert (first, last) == (f"{cluster}.0", f"{cluster}.{len(EXIT_CODES) - 1}"), out
+    return cluster
 
 
 def ids_of(pools: Pools, service: str, account: str) -> tuple[int, int]:
