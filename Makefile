@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 TESTBED := $(PY) containers/testbed/testbed.py
+DOCKER_TIER := $(PY) containers/minicondor/engine.py
 
-.PHONY: install test unit integration demo testbed-up testbed-down bench lint clean
+.PHONY: install test unit integration docker-test demo testbed-up testbed-down bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +15,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# Unit tests, then the integration tests on real HTCondor daemons (builds the testbed once).
+# Unit tests, then the integration tests on real HTCondor daemons (builds the testbed once),
+# then the docker tier where a Docker engine can be started (else pytest says why not).
 test: install
 	$(TESTBED) build
+	$(DOCKER_TIER) install || echo "docker tier: cannot install a Docker engine here"
 	$(PY) -m pytest tests -ra
 
 unit: install
@@ -25,6 +28,12 @@ unit: install
 integration: install
 	$(TESTBED) build
 	$(PY) -m pytest tests/integration -ra
+
+# The docker tier: the engine and the Compose v2 plugin if missing, an engine started only
+# if none runs (and stopped afterwards), the MiniCondor image built once.
+docker-test: install
+	$(DOCKER_TIER) install
+	$(PY) -m pytest tests/docker -ra
 
 # The whole local journey, step by step, on the testbed.
 demo: install

@@ -1,0 +1,1 @@
+"""The docker tier (a package, so that its conftest is not the module `conftest`)."""
