@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lumberjack.core.safepath import why_unsafe
 from lumberjack.errors import BadInput
 
 MANIFEST = "manifest.json"
@@ -80,8 +81,7 @@ class Manifest:
 
 def check_relative(path: str, source: str) -> str:
     """Refuse a bundle path that could point outside the bundle."""
-    parts = path.split("/")
-    if not path or path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
+    if why_unsafe(path) is not None:
         raise BadInput(f"{source}: unsafe path {path!r}")
     return path
 

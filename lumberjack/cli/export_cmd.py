@@ -12,6 +12,7 @@ from lumberjack.ap import importer
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option
+from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
 from lumberjack.state.ledger import Ledger
@@ -156,11 +157,9 @@ def _run_export(
     info: dict | None = None,
     report: list[str] | None = None,
 ) -> None:
-    with click.progressbar(
-        length=plan.input_bytes, label="copying inputs", file=_bar_file(as_json)
-    ) as bar:
+    with for_command(as_json).task("copying inputs", plan.input_bytes) as advance:
         manifest = export_mod.run_export(
-            schedd, ledger, plan, jobs, site=site, info=info, progress=bar.update
+            schedd, ledger, plan, jobs, site=site, info=info, progress=advance
         )
     data = {
         "ok": True,
@@ -173,14 +172,6 @@ def _run_export(
     if report:
         text += "\n" + "\n".join(report) + f"\nnext: condor_lumberjack ship {plan.name}"
     emit(as_json, data, text)
-
-
-def _bar_file(as_json: bool):  # type: ignore[no-untyped-def]
-    # Progress goes to stderr, and not at all when stdout carries JSON for a script.
-    import io
-    import sys
-
-    return io.StringIO() if as_json or not sys.stderr.isatty() else sys.stderr
 
 
 def _plan_text(plan: export_mod.Plan, dry: bool) -> str:

@@ -19,7 +19,7 @@ import posixpath
 import shlex
 import shutil
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer
@@ -29,6 +29,9 @@ from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state.ledger import ExportRecord, Ledger
+
+if TYPE_CHECKING:
+    from lumberjack.transport import Progress
 
 RETURNED = "returned"  # the remote spool as fetched, inside the local bundle
 #: What comes back from the site's spool: the queue and each job's directory; not the
@@ -55,7 +58,7 @@ SYNC_PHASES = ("exporting", "exported", "shipped", "launched", "running", "finis
 class Site:
     """The site of one command: its profile and (opened on first use) one connection."""
 
-    def __init__(self, profile: SiteProfile, *, progress: bool = False) -> None:
+    def __init__(self, profile: SiteProfile, *, progress: Progress | None = None) -> None:
         self.profile = profile
         self.progress = progress
         self._conn: Any = None
@@ -98,7 +101,7 @@ class Site:
         return answer
 
 
-def site_for(record: ExportRecord, *, progress: bool = False) -> Site:
+def site_for(record: ExportRecord, *, progress: Progress | None = None) -> Site:
     if not record.site:
         raise BadInput(f"export {record.name!r} is an offline bundle (no site); use import --in")
     return Site(find_profile(record.site), progress=progress)

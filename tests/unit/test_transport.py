@@ -16,17 +16,19 @@ import pytest
 from lumberjack.ap.bundle import FileEntry, entry_for
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.profiles.sites import load_profile
+from lumberjack.site import transfer_helper
 from lumberjack.transport import (
     FileState,
     SiteConnection,
     check_download_listing,
-    helper,
     helper_command,
+    hostkeys,
     local_states,
     parse_listing,
     plan,
     verify_states,
 )
+from lumberjack.transport.fabric_carrier import CONNECT_TIMEOUT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -191,7 +193,7 @@ def test_helper_receives_scans_and_sends_a_tree(tmp_path: Path) -> None:
     sent = run_helper("send", root, json.dumps(request).encode())
     assert sent.returncode == 0, sent.stderr
     copy = tmp_path / "copy"
-    assert helper()["receive"](str(copy), io.BytesIO(sent.stdout)) == (2, 15)
+    assert transfer_helper.receive(str(copy), io.BytesIO(sent.stdout)) == (2, 15)
     assert (copy / "sub/run.sh").read_bytes() == b"#!/bin/sh\n"
 
 
@@ -290,10 +292,13 @@ def test_missing_identity_file_is_bad_input(profile) -> None:
 
 
 def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
-    conn = SiteConnection(profile)
     known = tmp_path / "site" / "known_hosts"
-    unknown = conn._connect_error(
-        paramiko.SSHException("Server '[10.251.0.2]:2222' not found in known_hosts"), known
+
+    def connect_error(exc: BaseException) -> BaseException:
+        return hostkeys.connect_error(profile, exc, known, CONNECT_TIMEOUT)
+
+    unknown = connect_error(
+        paramiko.SSHException("Server '[10.251.0.2]:2222' not found in known_hosts")
     )
     assert isinstance(unknown, RemoteError)
     text = str(unknown)
@@ -302,14 +307,14 @@ def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
     assert f"ssh-keyscan -p 2222 10.251.0.2 >> {known}" in text
     assert "fingerprint" in text
     key = paramiko.RSAKey.generate(1024)
-    changed = conn._connect_error(paramiko.BadHostKeyException("h", key, key), known)
+    changed = connect_error(paramiko.BadHostKeyException("h", key, key))
     assert "does not match" in str(changed) and "ssh-keygen -R" in str(changed)
-    refused = conn._connect_error(
-        paramiko.ssh_exception.NoValidConnectionsError({("10.251.0.2", 2222): OSError()}), known
+    refused = connect_error(
+        paramiko.ssh_exception.NoValidConnectionsError({("10.251.0.2", 2222): OSError()})
     )
     assert str(refused) == "cannot connect to 10.251.0.2:2222: connection refused"
-    assert "10.251.0.2:2222" in str(conn._connect_error(TimeoutError(), known))
-    auth = conn._connect_error(paramiko.AuthenticationException("no"), known)
+    assert "10.251.0.2:2222" in str(connect_error(TimeoutError()))
+    auth = connect_error(paramiko.AuthenticationException("no"))
     assert str(auth).startswith("cannot log in to hpcuser@10.251.0.2:2222")
 
 
