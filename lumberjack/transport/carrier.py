@@ -58,7 +58,8 @@ class Carrier(Protocol):
         """Run `command` through the site's login shell; its exit status and stderr.
 
         stdout is collected into the result unless `consume` reads it. An exception
-        raised by `feed` or `consume` propagates. LinkLost when the connection drops;
-        RemoteError when the site does not answer within `timeout` seconds.
+        raised by `feed` ends the command (its stdin is cut, not closed) and is raised,
+        as is one raised by `consume`. LinkLost when the connection drops; RemoteError
+        when the site does not answer within `timeout` seconds.
         """
         ...
