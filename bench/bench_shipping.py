@@ -32,7 +32,7 @@ import testbed  # noqa: E402
 from lumberjack.ap.bundle import FileEntry, entry_for  # noqa: E402
 from lumberjack.errors import RemoteError  # noqa: E402
 from lumberjack.profiles.sites import SiteProfile, find_profile  # noqa: E402
-from lumberjack.transport import SiteConnection  # noqa: E402
+from lumberjack.transport import Progress, SiteConnection  # noqa: E402
 
 MIB = 1 << 20
 REPEATS = 2
@@ -83,7 +83,7 @@ def tar_ssh(profile: SiteProfile, local: Path, remote: str) -> float:
 def lumberjack_upload(profile: SiteProfile, local: Path, remote: str, files) -> float:
     started = time.perf_counter()
     with SiteConnection(profile) as conn:  # connecting is part of the cost, as for ssh
-        report = conn.upload(local, remote, files, progress=False)
+        report = conn.upload(local, remote, files)
     assert report.sent_files == len(files), report
     return time.perf_counter() - started
 
@@ -111,26 +111,29 @@ def resume(profile: SiteProfile, local: Path, files, remote: str) -> dict:
     total = sum(f.size for f in files)
     conn = SiteConnection(profile)
     conn.open()
-    sent = [0]
 
-    def cut(n: int) -> None:
-        sent[0] += n
-        if sent[0] >= total // 2:
-            conn.close()
+    class Cut(Progress):
+        sent = 0
 
+        def advance(self, n: int) -> None:
+            self.sent += n
+            if self.sent >= total // 2:
+                conn.close()
+
+    cut = Cut()
     try:
-        conn.upload(local, remote, files, progress=False, on_bytes=cut)
+        conn.upload(local, remote, files, progress=cut)
         raise RuntimeError("the upload was not interrupted")
     except RemoteError:
         pass
     with SiteConnection(profile) as again:
         started = time.perf_counter()
-        report = again.upload(local, remote, files, progress=False)
+        report = again.upload(local, remote, files)
         seconds = time.perf_counter() - started
         again.run(f"rm -rf {remote}")
     return {
         "mib": round(total / MIB, 1),
-        "cut_after_mib": round(sent[0] / MIB, 1),
+        "cut_after_mib": round(cut.sent / MIB, 1),
         "resent_mib": round(report.sent_bytes / MIB, 1),
         "resent_fraction": round(report.sent_bytes / total, 3),
         "kept_mib": round(report.skipped_bytes / MIB, 1),

@@ -25,6 +25,7 @@ from lumberjack.core.manifest import (
     ManifestError,
     read_manifest,
 )
+from lumberjack.core.safepath import why_unsafe
 from lumberjack.errors import BadInput
 
 __all__ = ["MANIFEST", "FileEntry", "Manifest", "load_manifest", "write_manifest"]
@@ -36,8 +37,7 @@ CHUNK = 1 << 20
 
 def check_relative(path: str, source: str) -> str:
     """Refuse a bundle path that could point outside the bundle."""
-    parts = path.split("/")
-    if not path or path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
+    if why_unsafe(path) is not None:
         raise BadInput(f"{source}: unsafe path {path!r}")
     return path
 

@@ -55,6 +55,7 @@ from lumberjack.ap.pathmap import (
     split_file_list,
 )
 from lumberjack.core.classad_text import is_undefined, unquote_string
+from lumberjack.core.safepath import why_unsafe
 from lumberjack.errors import BadInput
 
 KINDS = ("stdout", "stderr", "output", "userlog")
@@ -90,20 +91,14 @@ class Placement(NamedTuple):
 def check_safe_relative(name: str, context: str = "") -> str:
     """Return ``name`` if it is a safe relative POSIX path, else raise BadInput.
 
-    Refused: empty, absolute, NUL, any ``..`` component, and anything that normalises
-    differently (``./a``, ``a//b``, ``a/``, ``.``).
+    The rules are lumberjack.core.safepath's (empty, absolute, NUL, ``..``, not normalised).
     """
     where = f"{context}: " if context else ""
-    if not isinstance(name, str) or not name:
+    reason = why_unsafe(name)
+    if reason == "empty":
         raise BadInput(f"{where}empty file name from the site")
-    if "\x00" in name:
-        raise BadInput(f"{where}file name {_shown(name)} from the site contains NUL")
-    if name.startswith("/"):
-        raise BadInput(f"{where}file name {_shown(name)} from the site is absolute")
-    if ".." in name.split("/"):
-        raise BadInput(f"{where}file name {_shown(name)} from the site contains '..'")
-    if posixpath.normpath(name) != name or name == ".":
-        raise BadInput(f"{where}file name {_shown(name)} from the site is not normalised")
+    if reason is not None:
+        raise BadInput(f"{where}file name {_shown(name)} from the site {reason}")
     return name
 
 

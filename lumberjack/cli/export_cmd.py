@@ -14,6 +14,7 @@ from lumberjack.ap.bundle import load_manifest
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
 from lumberjack.state import phases
@@ -166,11 +167,9 @@ def _run_export(
     info: dict | None = None,
     report: list[str] | None = None,
 ) -> tuple[dict[str, Any], str]:
-    with click.progressbar(
-        length=plan.input_bytes, label="copying inputs", file=_bar_file(show_progress)
-    ) as bar:
+    with for_command(not show_progress).task("copying inputs", plan.input_bytes) as advance:
         manifest = export_mod.run_export(
-            schedd, ledger, plan, jobs, site=site, info=info, progress=bar.update
+            schedd, ledger, plan, jobs, site=site, info=info, progress=advance
         )
     data = {
         "ok": True,
@@ -183,14 +182,6 @@ def _run_export(
     if report:
         text += "\n" + "\n".join(report) + f"\nnext: condor_lumberjack ship {plan.name}"
     return data, text
-
-
-def _bar_file(show_progress: bool):  # type: ignore[no-untyped-def]
-    # Progress goes to stderr, and not at all when stdout carries JSON for a script.
-    import io
-    import sys
-
-    return sys.stderr if show_progress and sys.stderr.isatty() else io.StringIO()
 
 
 def _plan_text(plan: export_mod.Plan, dry: bool) -> str:

@@ -10,6 +10,7 @@ import click
 
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_options
 from lumberjack.errors import Busy, LumberjackError
 from lumberjack.state import lifecycle, phases
@@ -20,10 +21,6 @@ name_argument = click.argument("name")
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Show what would be done; change nothing."
 )
-
-
-def _progress_wanted(as_json: bool) -> bool:
-    return not as_json and sys.stderr.isatty()
 
 
 def _one_step(
@@ -41,7 +38,7 @@ def _one_step(
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
              f"would {describe} {name!r} (phase {record.phase}, site {record.site})")  # fmt: skip
         return
-    with ledger.lock(name), lifecycle.site_for(record, progress=_progress_wanted(as_json)) as site:
+    with ledger.lock(name), lifecycle.site_for(record, progress=for_command(as_json)) as site:
         result = step(ledger, site, record)
     phase = ledger.get(name).phase
     emit(as_json, {"ok": True, "name": name, "phase": phase, **result},

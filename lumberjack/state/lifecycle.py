@@ -22,7 +22,7 @@ import posixpath
 import shlex
 import shutil
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer
@@ -34,6 +34,9 @@ from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
+
+if TYPE_CHECKING:
+    from lumberjack.transport import Progress
 
 RETURNED = "returned"  # the remote spool as fetched, inside the local bundle
 #: What comes back from the site's spool: the queue and each job's directory; not the
@@ -51,7 +54,7 @@ MAX_PILOT_ROUNDS = 10
 class Site:
     """The site of one command: its profile and (opened on first use) one connection."""
 
-    def __init__(self, profile: SiteProfile, *, progress: bool = False) -> None:
+    def __init__(self, profile: SiteProfile, *, progress: Progress | None = None) -> None:
         self.profile = profile
         self.progress = progress
         self._conn: Any = None
@@ -94,7 +97,7 @@ class Site:
         return answer
 
 
-def site_for(record: ExportRecord, *, progress: bool = False) -> Site:
+def site_for(record: ExportRecord, *, progress: Progress | None = None) -> Site:
     if not record.site:
         raise BadInput(f"export {record.name!r} is an offline bundle (no site); use import --in")
     return Site(find_profile(record.site), progress=progress)

@@ -13,7 +13,7 @@ import pytest
 from lumberjack.ap.bundle import FileEntry, entry_for
 from lumberjack.errors import RemoteError
 from lumberjack.profiles.sites import find_profile
-from lumberjack.transport import SiteConnection
+from lumberjack.transport import Progress, SiteConnection
 
 pytestmark = pytest.mark.integration
 
@@ -62,14 +62,14 @@ def test_upload_resumes_and_verifies(profile, remote, tmp_path: Path) -> None:
     files = make_tree(tmp_path / "src")
     total = sum(f.size for f in files)
     with SiteConnection(profile) as conn:
-        first = conn.upload(tmp_path / "src", f"{remote}/up", files, progress=False)
+        first = conn.upload(tmp_path / "src", f"{remote}/up", files)
         assert (first.sent_files, first.sent_bytes) == (len(files), total)
         root = conn.expand(f"{remote}/up")
         assert remote_sums(conn, root) == {f.path: f.sha256 for f in files}
         assert conn.run(f"{root}/run.sh").stdout == "ran\n"  # executable bit kept
         assert conn.run(f"stat -c %a '{root}/name with space.txt'").stdout.strip() == "644"
 
-        again = conn.upload(tmp_path / "src", f"{remote}/up", files, progress=False)
+        again = conn.upload(tmp_path / "src", f"{remote}/up", files)
         assert (again.sent_files, again.sent_bytes) == (0, 0)
         assert (again.skipped_files, again.skipped_bytes) == (len(files), total)
 
@@ -77,7 +77,7 @@ def test_upload_resumes_and_verifies(profile, remote, tmp_path: Path) -> None:
         conn.run(f"truncate -s 1000 '{root}/sub dir/deeper/data.bin'")
         conn.run(f"printf X | dd of='{root}/sub dir/small-010.txt' bs=1 seek=3 conv=notrunc")
         conn.run(f"rm '{root}/name with space.txt'")
-        repair = conn.upload(tmp_path / "src", f"{remote}/up", files, progress=False)
+        repair = conn.upload(tmp_path / "src", f"{remote}/up", files)
         sizes = {f.path: f.size for f in files}
         assert repair.sent_files == 3
         # The truncated file's first 1000 bytes were right: only the rest is sent.
@@ -92,7 +92,7 @@ def test_upload_resumes_and_verifies(profile, remote, tmp_path: Path) -> None:
 
         # A lost executable bit is put back without resending the bytes.
         conn.run(f"chmod 644 {root}/run.sh")
-        fixed = conn.upload(tmp_path / "src", f"{remote}/up", files, progress=False)
+        fixed = conn.upload(tmp_path / "src", f"{remote}/up", files)
         assert (fixed.sent_files, fixed.sent_bytes) == (1, 0)
         assert conn.run(f"{root}/run.sh").stdout == "ran\n"
 
@@ -104,18 +104,20 @@ def test_interrupted_upload_resumes(profile, remote, tmp_path: Path) -> None:
     total = sum(f.size for f in files)
     conn = SiteConnection(profile)
     conn.open()
-    sent = [0]
 
-    def cut(n: int) -> None:
-        sent[0] += n
-        if sent[0] >= total // 2:
-            conn.close()  # the network goes away mid-stream
+    class Cut(Progress):
+        sent = 0
+
+        def advance(self, n: int) -> None:
+            self.sent += n
+            if self.sent >= total // 2:
+                conn.close()  # the network goes away mid-stream
 
     with pytest.raises(RemoteError, match="lost during upload; run the same command again"):
-        conn.upload(tmp_path / "src", f"{remote}/up", files, progress=False, on_bytes=cut)
+        conn.upload(tmp_path / "src", f"{remote}/up", files, progress=Cut())
 
     with SiteConnection(profile) as again:
-        resumed = again.upload(tmp_path / "src", f"{remote}/up", files, progress=False)
+        resumed = again.upload(tmp_path / "src", f"{remote}/up", files)
         assert resumed.resumed_files == 1  # the big file continues where it stopped
         assert 0 < resumed.sent_bytes < total * 3 // 4
         assert resumed.skipped_bytes + resumed.sent_bytes == total
@@ -127,13 +129,13 @@ def test_download_resumes_and_verifies(profile, remote, tmp_path: Path) -> None:
     total = sum(f.size for f in files)
     down = tmp_path / "down"
     with SiteConnection(profile) as conn:
-        conn.upload(tmp_path / "src", f"{remote}/tree", files, progress=False)
-        got = conn.download(f"{remote}/tree", down, progress=False)
+        conn.upload(tmp_path / "src", f"{remote}/tree", files)
+        got = conn.download(f"{remote}/tree", down)
         assert (got.sent_files, got.sent_bytes) == (len(files), total)
         assert [entry_for(down, f.path) for f in files] == files
         assert os.access(down / "run.sh", os.X_OK)
 
-        again = conn.download(f"{remote}/tree", down, progress=False)
+        again = conn.download(f"{remote}/tree", down)
         assert (again.sent_files, again.sent_bytes, again.skipped_files) == (0, 0, len(files))
 
         # A partial local file continues; a corrupted one comes whole; excluded ones stay away.
@@ -141,7 +143,7 @@ def test_download_resumes_and_verifies(profile, remote, tmp_path: Path) -> None:
         data.write_bytes(data.read_bytes()[:4096])
         (down / "name with space.txt").write_text("SPACES are fine\n")
         (down / "run.sh").unlink()
-        partial = conn.download(f"{remote}/tree", down, progress=False, exclude=["run.sh"])
+        partial = conn.download(f"{remote}/tree", down, exclude=["run.sh"])
         assert partial.sent_files == 2 and partial.resumed_files == 1
         assert partial.sent_bytes == (3 << 20) - 4096 + len("spaces are fine\n")
         assert not (down / "run.sh").exists()
@@ -156,12 +158,12 @@ def test_download_refuses_a_remote_symlink(profile, remote, tmp_path: Path) -> N
         conn.run(f"mkdir -p {root}/job && echo ok > {root}/job/out.txt")
         conn.run(f"ln -s /etc/passwd {root}/job/passwd")
         with pytest.raises(RemoteError, match="'job/passwd' is a symlink") as caught:
-            conn.download(f"{remote}/out", tmp_path / "down", progress=False)
+            conn.download(f"{remote}/out", tmp_path / "down")
         assert "\n" not in str(caught.value)
         assert not (tmp_path / "down" / "job" / "passwd").exists()
         conn.run(f"rm {root}/job/passwd && mkfifo {root}/job/fifo")
         with pytest.raises(RemoteError, match="'job/fifo' is not a regular file"):
-            conn.download(f"{remote}/out", tmp_path / "down", progress=False)
+            conn.download(f"{remote}/out", tmp_path / "down")
 
 
 def test_upload_refuses_to_write_through_a_remote_symlink(profile, remote, tmp_path) -> None:
@@ -171,7 +173,7 @@ def test_upload_refuses_to_write_through_a_remote_symlink(profile, remote, tmp_p
         outside = conn.expand(f"{remote}/outside")
         conn.run(f"mkdir -p {root} {outside} && ln -s {outside} '{root}/sub dir'")
         with pytest.raises(RemoteError, match="is not a directory"):
-            conn.upload(tmp_path / "src", f"{remote}/up", files, progress=False)
+            conn.upload(tmp_path / "src", f"{remote}/up", files)
         assert conn.run(f"ls -A {outside}").stdout == ""
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import paramiko
@@ -16,17 +17,21 @@ import pytest
 from lumberjack.ap.bundle import FileEntry, entry_for
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.profiles.sites import load_profile
+from lumberjack.site import transfer_helper
 from lumberjack.transport import (
     FileState,
+    Progress,
+    RunResult,
     SiteConnection,
     check_download_listing,
-    helper,
     helper_command,
+    hostkeys,
     local_states,
     parse_listing,
     plan,
     verify_states,
 )
+from lumberjack.transport.fabric_carrier import CONNECT_TIMEOUT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -191,7 +196,7 @@ def test_helper_receives_scans_and_sends_a_tree(tmp_path: Path) -> None:
     sent = run_helper("send", root, json.dumps(request).encode())
     assert sent.returncode == 0, sent.stderr
     copy = tmp_path / "copy"
-    assert helper()["receive"](str(copy), io.BytesIO(sent.stdout)) == (2, 15)
+    assert transfer_helper.receive(str(copy), io.BytesIO(sent.stdout)) == (2, 15)
     assert (copy / "sub/run.sh").read_bytes() == b"#!/bin/sh\n"
 
 
@@ -290,10 +295,13 @@ def test_missing_identity_file_is_bad_input(profile) -> None:
 
 
 def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
-    conn = SiteConnection(profile)
     known = tmp_path / "site" / "known_hosts"
-    unknown = conn._connect_error(
-        paramiko.SSHException("Server '[10.251.0.2]:2222' not found in known_hosts"), known
+
+    def connect_error(exc: BaseException) -> BaseException:
+        return hostkeys.connect_error(profile, exc, known, CONNECT_TIMEOUT)
+
+    unknown = connect_error(
+        paramiko.SSHException("Server '[10.251.0.2]:2222' not found in known_hosts")
     )
     assert isinstance(unknown, RemoteError)
     text = str(unknown)
@@ -302,17 +310,146 @@ def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
     assert f"ssh-keyscan -p 2222 10.251.0.2 >> {known}" in text
     assert "fingerprint" in text
     key = paramiko.RSAKey.generate(1024)
-    changed = conn._connect_error(paramiko.BadHostKeyException("h", key, key), known)
+    changed = connect_error(paramiko.BadHostKeyException("h", key, key))
     assert "does not match" in str(changed) and "ssh-keygen -R" in str(changed)
-    refused = conn._connect_error(
-        paramiko.ssh_exception.NoValidConnectionsError({("10.251.0.2", 2222): OSError()}), known
+    refused = connect_error(
+        paramiko.ssh_exception.NoValidConnectionsError({("10.251.0.2", 2222): OSError()})
     )
     assert str(refused) == "cannot connect to 10.251.0.2:2222: connection refused"
-    assert "10.251.0.2:2222" in str(conn._connect_error(TimeoutError(), known))
-    auth = conn._connect_error(paramiko.AuthenticationException("no"), known)
+    assert "10.251.0.2:2222" in str(connect_error(TimeoutError()))
+    auth = connect_error(paramiko.AuthenticationException("no"))
     assert str(auth).startswith("cannot log in to hpcuser@10.251.0.2:2222")
 
 
 def test_helper_command_is_one_line() -> None:
     command = helper_command("scan", "/a/b")
     assert "\n" not in command and command.startswith("python3 -c ")
+
+
+# ---- the carrier seam: SiteConnection over a carrier that runs commands here
+
+
+class LocalCarrier:
+    """A `Carrier` whose "site" is this machine: each command runs in a local shell. The
+    transfer driver, the helper and the checks run for real; only SSH is left out."""
+
+    address = "localhost:0"
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def exec(self, command: str, *, feed=None, consume=None, timeout=None) -> RunResult:
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        assert proc.stdin and proc.stdout and proc.stderr
+        failures: list[BaseException] = []
+        errors: list[bytes] = []
+
+        def feeder() -> None:
+            try:
+                if feed is not None:
+                    feed(proc.stdin.write)
+            except BrokenPipeError:
+                pass  # the command stopped reading: its exit status and stderr say why
+            except BaseException as exc:
+                failures.append(exc)
+                proc.kill()  # as a dropped channel: the command gets no more input
+            finally:
+                proc.stdin.close()
+
+        threads = [
+            threading.Thread(target=feeder),
+            threading.Thread(target=lambda: errors.append(proc.stderr.read())),
+        ]
+        for thread in threads:
+            thread.start()
+        stdout = b""
+        if consume is not None:
+            consume(proc.stdout)
+        else:
+            stdout = proc.stdout.read()
+        for thread in threads:
+            thread.join()
+        exited = proc.wait(timeout)
+        if failures:
+            raise failures[0]
+        return RunResult(command, stdout.decode(), errors[0].decode(), exited)
+
+
+class Recorder(Progress):
+    """What a transfer reported: (label, total, bytes advanced) per start, and finishes."""
+
+    def __init__(self) -> None:
+        self.tasks: list[list] = []
+        self.finished = 0
+
+    def start(self, label: str, total: int) -> None:
+        self.tasks.append([label, total, 0])
+
+    def advance(self, n: int) -> None:
+        self.tasks[-1][2] += n
+
+    def finish(self) -> None:
+        self.finished += 1
+
+
+def test_a_second_carrier_carries_uploads_downloads_and_commands(profile, tmp_path) -> None:
+    src, site, back = tmp_path / "src", tmp_path / "site", tmp_path / "back"
+    (src / "sub dir").mkdir(parents=True)
+    (src / "sub dir/a.txt").write_bytes(b"hello\n")
+    (src / "run.sh").write_bytes(b"#!/bin/sh\necho ran\n")
+    (src / "run.sh").chmod(0o755)
+    files = [entry_for(src, "run.sh"), entry_for(src, "sub dir/a.txt")]
+    total = sum(f.size for f in files)
+    conn = SiteConnection(profile, carrier=LocalCarrier())
+    assert conn.address == "localhost:0"
+
+    shown = Recorder()
+    report = conn.upload(src, str(site), files, progress=shown)
+    assert (report.sent_files, report.sent_bytes) == (2, total)
+    assert (shown.tasks, shown.finished) == ([["uploading", total, total]], 1)
+    assert conn.run(f"{site}/run.sh").stdout == "ran\n"
+    again = conn.upload(src, str(site), files)
+    assert (again.sent_files, again.skipped_files) == (0, 2)
+
+    shown = Recorder()
+    got = conn.download(str(site), back, progress=shown)
+    assert (got.sent_files, got.sent_bytes) == (2, total)
+    assert (shown.tasks, shown.finished) == ([["downloading", total, total]], 1)
+    assert [entry_for(back, f.path) for f in files] == files
+
+    conn.put_bytes(b"put\n", f"{site}/bin/tool", 0o750)
+    assert (site / "bin/tool").read_bytes() == b"put\n"
+    assert oct((site / "bin/tool").stat().st_mode & 0o777) == "0o750"
+    with pytest.raises(RemoteError, match=r"failed \(exit 7\): oops"):
+        conn.run("echo oops >&2; exit 7")
+
+
+def test_a_failed_transfer_still_finishes_its_progress(profile, tmp_path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "link").symlink_to(tmp_path)
+    shown = Recorder()
+    with pytest.raises(RemoteError, match="'link' is a symlink"):
+        SiteConnection(profile, carrier=LocalCarrier()).download(
+            str(site), tmp_path / "back", progress=shown
+        )
+    assert shown.tasks == []  # refused before anything moved
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"changed")
+    stale = FileEntry("f", 7, sha(b"original"), False)
+    with pytest.raises(BadInput, match="sha256 differs from the manifest"):
+        SiteConnection(profile, carrier=LocalCarrier()).upload(
+            src, str(tmp_path / "up"), [stale], progress=shown
+        )
+    assert (shown.tasks, shown.finished) == ([["uploading", 7, 7]], 1)

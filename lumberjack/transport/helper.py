@@ -1,0 +1,58 @@
+"""The command line that runs the transfer helper (lumberjack.site.transfer_helper) at
+the site.
+
+How it gets there: its source goes inside the command itself, `python3 -c` with a
+compressed program, on every call. That needs nothing at the site beforehand (no file
+to install or keep in step with this version, no agent.pyz yet: the agent is itself
+written by the helper's `put`), costs about 5 KB per command, and keeps the command on
+one line, which every login shell passes as is. The program puts the helper and the
+one lumberjack module it imports (lumberjack.core.safepath) into sys.modules under
+their own names, so the helper runs at the site exactly as it is imported here.
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+import zlib
+from importlib import resources
+
+#: The modules sent, in import order (the helper's own imports: standard library and these).
+SENT = ("lumberjack.core.safepath", "lumberjack.site.transfer_helper")
+PACKAGES = ("lumberjack", "lumberjack.core", "lumberjack.site")
+
+# Run at the site with PACKAGES, MODULES ((name, source) pairs) and MAIN set before it.
+_LOADER = """
+import sys, types
+
+for name in PACKAGES:
+    package = types.ModuleType(name)
+    package.__path__ = []
+    sys.modules[name] = package
+for name, source in MODULES:
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(source, "<" + name + ">", "exec"), module.__dict__)
+sys.modules[MAIN].run(sys.argv[1:])
+"""
+
+
+def _source(name: str) -> str:
+    package, _, module = name.rpartition(".")
+    return resources.files(package).joinpath(f"{module}.py").read_text(encoding="utf-8")
+
+
+def _program() -> str:
+    modules = [(name, _source(name)) for name in SENT]
+    text = f"PACKAGES = {PACKAGES!r}\nMODULES = {modules!r}\nMAIN = {SENT[-1]!r}\n{_LOADER}"
+    packed = base64.b64encode(zlib.compress(text.encode(), 9)).decode()
+    return f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
+
+
+#: The `python3 -c` program (no newline in it).
+HELPER_PROGRAM = _program()
+
+
+def helper_command(mode: str, *args: str) -> str:
+    """The remote command line running the helper in `mode` (see transfer_helper)."""
+    return shlex.join(["python3", "-c", HELPER_PROGRAM, mode, *args])
