@@ -148,7 +148,8 @@ def open_log(dir_fd: int, name: str, ids: tuple[int, int] | None) -> int:
     A link at the name is refused (ELOOP), a FIFO does not block (O_NONBLOCK, then
     checked by the caller with fstat).
     """
-    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    # read-write: a rerun looks for its own earlier append (userlog.append_once)
+    flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except FileNotFoundError:

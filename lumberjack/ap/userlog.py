@@ -82,7 +82,7 @@ def filter_events(data: bytes, cluster: int, proc: int, status: JobStatus | None
     for i, line in enumerate(lines):
         if last_unterminated and i == len(lines) - 1:
             # no newline at the end: the event (or line) was cut off
-            if current is not None:
+            if current is not None or _HEADER.fullmatch(line):
                 dropped["truncated"] += 1
                 current = None
             elif line.strip():
