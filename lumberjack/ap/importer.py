@@ -438,7 +438,7 @@ def run_import(
         return report
 
     state_dir = bundle_dir / "import-state"
-    state_dir.mkdir(exist_ok=True, mode=0o700)
+    state_dir.mkdir(exist_ok=True)  # the schedd, as the owner, reads merge/ inside it
     placed_file = state_dir / PLACED
     placed = set(json.loads(placed_file.read_text())) if placed_file.exists() else set()
     ids = owner_ids(manifest.owner)
