@@ -300,6 +300,9 @@ def run_export(
                 )
             local_iwds = {f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs}
             manifest = write_bundle(plan, result.log, local_iwds, site=site, progress=progress)
+            # Import refuses a manifest (and so a path map) changed after this point.
+            ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
+                plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip
         except BaseException as exc:
             rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
             raise

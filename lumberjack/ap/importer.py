@@ -1,10 +1,13 @@
 """Import: take a remote spool back, check it, put outputs in place, merge the job ads.
 
 What comes back from a site is untrusted input. Everything is checked and planned first
-(the log parses, names only jobs this export sent, every file name is safe, every output
-lands inside the job's original directories); only then does anything change. Outputs
-are placed before the schedd merges the ads, and each job's placement is recorded, so a
-crash anywhere is finished by running import again: no output missed, no event appended
+(the log parses within bounds, every file name is safe and every file a plain file within
+the size caps, every output lands inside the job's original directories); only then does
+anything change. The queue handed to the schedd is the access point's own copy of each
+job plus its results (results.py); ads the site added and attributes it changed are
+reported, never merged. Outputs are placed (safe_write.py) and events appended
+(userlog.py) before the schedd merges the ads, and each step is recorded, so a crash
+anywhere is finished by running import again: no output missed, no event appended
 twice, no job merged twice (the schedd only merges jobs still managed externally).
 """
 
@@ -14,12 +17,15 @@ import json
 import os
 import posixpath
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from lumberjack.ap import bundle as bundle_mod
+from lumberjack.ap import results, safe_write, userlog
 from lumberjack.ap.export import owner_ids, prepare_owned_dir
-from lumberjack.ap.pathmap import JobPaths, PathMap
+from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrite_job
 from lumberjack.ap.placement import Placement, check_safe_relative, plan_outputs
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
@@ -28,6 +34,48 @@ from lumberjack.core.records import JsonRecord
 from lumberjack.errors import BadInput
 
 PLACED = "placed.json"  # in BUNDLE/import-state: jobs whose outputs are in place
+QUEUE_LOG = "job_queue.log"
+
+#: Caps on what import accepts; environment variables override them.
+MAX_JOB_BYTES_ENV = "LUMBERJACK_IMPORT_MAX_JOB_BYTES"
+MAX_TOTAL_BYTES_ENV = "LUMBERJACK_IMPORT_MAX_TOTAL_BYTES"
+MAX_JOB_FILES_ENV = "LUMBERJACK_IMPORT_MAX_JOB_FILES"
+DEFAULT_MAX_JOB_BYTES = 64 << 30
+DEFAULT_MAX_TOTAL_BYTES = 1 << 40
+DEFAULT_MAX_JOB_FILES = 100_000
+#: A returned queue may grow this much over the one sent (status, results, history).
+QUEUE_GROWTH = 16
+QUEUE_SLACK_BYTES = 1 << 20
+#: Linux NAME_MAX and PATH_MAX (bytes).
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+@dataclass
+class Limits:
+    job_bytes: int = DEFAULT_MAX_JOB_BYTES
+    total_bytes: int = DEFAULT_MAX_TOTAL_BYTES
+    job_files: int = DEFAULT_MAX_JOB_FILES
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        def read(name: str, default: int) -> int:
+            text = os.environ.get(name)
+            if not text:
+                return default
+            try:
+                value = int(text)
+            except ValueError:
+                raise BadInput(f"{name}={text!r} is not a number of bytes or files") from None
+            if value < 0:
+                raise BadInput(f"{name} must not be negative")
+            return value
+
+        return cls(
+            read(MAX_JOB_BYTES_ENV, DEFAULT_MAX_JOB_BYTES),
+            read(MAX_TOTAL_BYTES_ENV, DEFAULT_MAX_TOTAL_BYTES),
+            read(MAX_JOB_FILES_ENV, DEFAULT_MAX_JOB_FILES),
+        )
 
 
 @dataclass
@@ -39,6 +87,24 @@ class ImportReport(JsonRecord):
     files_placed: int = 0
     bytes_placed: int = 0
     placements: list[dict[str, str]] = field(default_factory=list)
+    # per ad key: attribute names the site changed outside the results (never merged)
+    site_changes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # ads in the returned queue this export never sent (ignored)
+    not_sent: list[str] = field(default_factory=list)
+    # jobs sent but absent from the returned queue (left as they are)
+    missing: list[str] = field(default_factory=list)
+    # per job: user-log events kept and dropped (by reason)
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events_appended: int = 0
+
+
+@dataclass
+class JobPlan:
+    paths: JobPaths
+    placements: list[Placement]
+    job_dir: Path
+    status: JobStatus | None
+    events: userlog.Events | None = None
 
 
 def find_returned_spool(directory: Path) -> tuple[Path, Path]:
@@ -47,70 +113,172 @@ def find_returned_spool(directory: Path) -> tuple[Path, Path]:
         (directory, directory / bundle_mod.SPOOL),
         (directory.parent, directory),
     ):
-        if (bundle_dir / bundle_mod.MANIFEST).is_file() and (spool / "job_queue.log").is_file():
+        if (bundle_dir / bundle_mod.MANIFEST).is_file() and (spool / QUEUE_LOG).is_file():
             return bundle_dir, spool
     raise BadInput(f"{directory}: expected a bundle with manifest.json and spool/job_queue.log")
 
 
-def plan_import(
-    bundle_dir: Path, spool: Path
-) -> tuple[bundle_mod.Manifest, dict[str, jql.Ad], list[tuple[JobPaths, list[Placement], Path]]]:
-    """Check everything that came back; raise BadInput before any change."""
-    manifest = bundle_mod.load_manifest(bundle_dir)
-    path_map = PathMap.from_json(manifest.path_map)
+def manifest_digest(bundle_dir: Path) -> str:
+    """What the ledger keeps at export: a changed manifest or path map is refused."""
+    return bundle_mod.sha256_file(bundle_dir / bundle_mod.MANIFEST)
+
+
+def load_checked_manifest(bundle_dir: Path, expected_sha256: str | None) -> bundle_mod.Manifest:
+    if expected_sha256 is not None:
+        try:
+            found = manifest_digest(bundle_dir)
+        except OSError as exc:
+            raise BadInput(f"{bundle_dir}: cannot read the manifest: {exc.strerror}") from exc
+        if found != expected_sha256:
+            raise BadInput(
+                f"{bundle_dir / bundle_mod.MANIFEST} changed after export "
+                "(its sha256 is not the one the ledger recorded); refusing to import"
+            )
+    return bundle_mod.load_manifest(bundle_dir)
+
+
+def read_returned_queue(path: Path, sent_bytes: int, sent_records: int) -> dict[str, jql.Ad]:
+    """The returned queue, refused when far larger than the one sent."""
+    max_bytes = QUEUE_GROWTH * sent_bytes + QUEUE_SLACK_BYTES
+    max_records = QUEUE_GROWTH * sent_records + 10_000
     try:
-        ads = jql.read_log(spool / "job_queue.log")
+        st = os.stat(path, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(f"returned queue {path} is not a regular file")
+        if st.st_size > max_bytes:
+            raise BadInput(
+                f"returned queue is {st.st_size} bytes, more than {max_bytes} for a queue "
+                f"of {sent_bytes} bytes sent; refusing to read it"
+            )
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise BadInput(f"returned queue unreadable: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:
+        raise BadInput(f"returned queue grew past {max_bytes} bytes while read; refusing it")
+    if data.count(b"\n") > max_records:
+        raise BadInput(
+            f"returned queue has more than {max_records} records for {sent_records} sent; "
+            "refusing to read it"
+        )
+    try:
+        records = jql.parse_records(data.decode("utf-8", "surrogateescape"), str(path))
+        return jql.replay(records, str(path))
     except jql.JobQueueLogError as exc:
         raise BadInput(f"returned queue is corrupt: {exc}") from exc
-    except OSError as exc:
-        raise BadInput(f"returned queue unreadable: {exc}") from exc
-    sent = set(manifest.jobs)
-    for key in ads:
-        kind = jql.key_kind(key)
-        job = jql.parse_key(key)
-        if kind == "proc" and key not in sent:
-            raise BadInput(f"returned queue names job {key}, which this export never sent")
-        if (
-            kind in ("cluster", "cluster_private", "jobset")
-            and job.cluster not in manifest.clusters
-        ):
-            raise BadInput(
-                f"returned queue names cluster {job.cluster}, which this export never sent"
-            )
 
-    plans = []
-    for job_id in manifest.jobs:
-        if job_id not in ads:
+
+def sent_queue(bundle_dir: Path, manifest: bundle_mod.Manifest) -> dict[str, jql.Ad] | None:
+    """The queue as it left the access point, paths rewritten for the site.
+
+    From the bundle's spool/job_queue.log while it is the file the manifest vouches for;
+    else rebuilt from native/job_queue.log (what the schedd exported) by the same rewrite
+    export did (with `import --in` the spool holds the other schedd's queue).
+    """
+    spool_log = bundle_dir / bundle_mod.SPOOL / QUEUE_LOG
+    entry = next((f for f in manifest.files if f.path == QUEUE_LOG), None)
+    try:
+        if entry is not None and bundle_mod.sha256_file(spool_log) == entry.sha256:
+            return jql.read_log(spool_log)
+    except (OSError, jql.JobQueueLogError):
+        pass
+    try:
+        ads = jql.read_log(bundle_dir / bundle_mod.NATIVE / QUEUE_LOG)
+    except (OSError, jql.JobQueueLogError):
+        return None
+    path_map = PathMap.from_json(manifest.path_map)
+    clusters = {
+        jql.parse_key(k).cluster: ad for k, ad in ads.items() if jql.key_kind(k) == "cluster"
+    }
+    for key, ad in ads.items():
+        if jql.key_kind(key) != "proc" or key not in path_map.jobs:
             continue
-        paths = path_map.jobs[job_id]
-        relative = posixpath.relpath(paths.remote_iwd, path_map.remote_spool)
-        job_dir = spool / check_safe_relative(relative, f"job {job_id}")
-        present = list_returned_files(job_dir, job_id)
-        placements = plan_outputs(paths, present, paths.transfer_output)
-        plans.append((paths, placements, job_dir))
-    return manifest, ads, plans
+        job = jql.parse_key(key)
+        cluster_ad = clusters.get(job.cluster)
+        rewrite = rewrite_job(
+            job.cluster,
+            job.proc,
+            cluster_ad.attrs if cluster_ad else {},
+            ad.attrs,
+            path_map.remote_spool,
+            local_iwd=path_map.jobs[key].local_iwd,
+        )
+        for attr, value in rewrite.proc_overrides.items():
+            ad.set(attr, value)
+    return ads
 
 
-def list_returned_files(job_dir: Path, job_id: str) -> list[str]:
-    """Regular files under a job's returned directory; anything else is refused."""
-    if not job_dir.exists():
-        return []
-    found = []
-    for root, dirs, files in os.walk(job_dir):
-        for name in dirs + files:
-            path = Path(root) / name
-            if path.is_symlink():
-                raise BadInput(
-                    f"job {job_id}: returned {path.relative_to(job_dir)} is a symbolic link"
-                )
-        for name in files:
-            path = Path(root) / name
-            if not path.is_file():
-                raise BadInput(
-                    f"job {job_id}: returned {path.relative_to(job_dir)} is not a regular file"
-                )
-            found.append(path.relative_to(job_dir).as_posix())
-    return sorted(found)
+def _sent_queue(bundle_dir: Path) -> dict[str, jql.Ad] | None:
+    """sent_queue() for a bundle whose manifest is read here (tests, older callers)."""
+    try:
+        return sent_queue(bundle_dir, bundle_mod.load_manifest(bundle_dir))
+    except BadInput:
+        return None
+
+
+def _by_number(ads: dict[str, jql.Ad]) -> dict[jql.JobKey, jql.Ad]:
+    return {jql.parse_key(k): ad for k, ad in ads.items()}
+
+
+def original_ad(sent: jql.Ad, paths: JobPaths) -> jql.Ad:
+    """A sent proc ad as it was on the access point: the path map reversed."""
+    ad = jql.Ad(sent.key, sent.my_type, sent.target_type, dict(sent.attrs))
+    restore, delete = paths.reverse_overrides()
+    for name in delete:
+        ad.delete(name)
+    for name, value in restore.items():
+        ad.set(name, value)
+    return ad
+
+
+@dataclass
+class QueueMerge:
+    ads: dict[str, jql.Ad]
+    completed: int = 0
+    idle: int = 0
+    statuses: dict[str, JobStatus | None] = field(default_factory=dict)
+    site_changes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    not_sent: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def merge_queue(
+    returned: dict[str, jql.Ad], sent: dict[str, jql.Ad], path_map: PathMap, jobs: list[str]
+) -> QueueMerge:
+    """The queue for the schedd: every sent ad as it left, each job plus its results."""
+    back = _by_number(returned)
+    sent_nums = {jql.parse_key(k) for k in sent}
+    wanted = set(jobs)
+    merge = QueueMerge({})
+    for key, ad in sent.items():
+        num = jql.parse_key(key)
+        kind = jql.key_kind(key)
+        there = back.get(num)
+        if kind != "proc":
+            merge.ads[key] = jql.Ad(key, ad.my_type, ad.target_type, dict(ad.attrs))
+            if there is not None and kind != "header":
+                changes = results.diff_names(ad, there, results.EXPECTED_AT_SITE)
+                if changes:
+                    merge.site_changes[key] = changes.to_json()
+            continue
+        if key not in wanted:
+            continue
+        if there is None:
+            merge.missing.append(key)
+            continue
+        new, changes = results.take_results(original_ad(ad, path_map.jobs[key]), ad, there)
+        merge.ads[key] = new
+        if changes:
+            merge.site_changes[key] = changes.to_json()
+        status = status_of(new.get("JobStatus"))
+        merge.statuses[key] = status
+        if status is JobStatus.COMPLETED:
+            merge.completed += 1
+        if status_of(there.get("JobStatus")) not in FINAL:
+            merge.idle += 1
+    merge.not_sent = [ad.key for num, ad in back.items() if num not in sent_nums]
+    return merge
 
 
 #: Who a job belongs to: a site runs the jobs as its own account (see agent.py).
@@ -120,17 +288,18 @@ IDENTITY_ATTRS = ("Owner", "User")
 def import_ads(
     ads: dict[str, jql.Ad], path_map: PathMap, original: dict[str, jql.Ad] | None = None
 ) -> tuple[dict[str, jql.Ad], int, int]:
-    """The queue to hand to the schedd: original paths and owners back; unfinished jobs
-    back to idle."""
+    """The queue to hand to the schedd and (completed, handed back idle) counts.
+
+    ``original`` is the queue as sent (sent_queue); with it, each job is the access
+    point's own ad plus its results (merge_queue). Without it only paths and status are
+    put back on the returned ads, which run_import never does: it refuses a bundle
+    without its sent queue.
+    """
+    if original is not None:
+        merge = merge_queue(ads, original, path_map, list(path_map.jobs))
+        return merge.ads, merge.completed, merge.idle
     completed = idle = 0
     for key, ad in ads.items():
-        if original is not None and key in original:
-            for name in IDENTITY_ATTRS:
-                value = original[key].get(name)
-                if value is not None:
-                    ad.set(name, value)
-                else:  # inherited from the cluster ad: the site may not add its own
-                    ad.delete(name)
         if jql.key_kind(key) != "proc":
             continue
         restore, delete = path_map.jobs[key].reverse_overrides()
@@ -142,10 +311,105 @@ def import_ads(
         if status is JobStatus.COMPLETED:
             completed += 1
         if status not in FINAL:
-            # Stopped at the site before it finished: it runs again, here or elsewhere.
             ad.set("JobStatus", str(int(JobStatus.IDLE)))
             idle += 1
     return ads, completed, idle
+
+
+def plan_import(
+    bundle_dir: Path,
+    spool: Path,
+    *,
+    manifest_sha256: str | None = None,
+    limits: Limits | None = None,
+) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
+    """Check everything that came back; raise BadInput before any change."""
+    limits = limits or Limits.from_env()
+    manifest = load_checked_manifest(bundle_dir, manifest_sha256)
+    path_map = PathMap.from_json(manifest.path_map)
+    sent = sent_queue(bundle_dir, manifest)
+    if sent is None:
+        raise BadInput(
+            f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "
+            "cannot tell the site's results from its changes"
+        )
+    sent_text = jql.format_records(jql.records_for_ads(sent))
+    returned = read_returned_queue(
+        spool / QUEUE_LOG, len(sent_text.encode("utf-8", "surrogateescape")), sent_text.count("\n")
+    )
+    merge = merge_queue(returned, sent, path_map, list(manifest.jobs))
+
+    plans = []
+    total = 0
+    for job_id in manifest.jobs:
+        if job_id not in merge.statuses:
+            continue
+        paths = path_map.jobs[job_id]
+        relative = posixpath.relpath(paths.remote_iwd, path_map.remote_spool)
+        job_dir = spool / check_safe_relative(relative, f"job {job_id}")
+        present, size = list_returned_files(job_dir, job_id, limits)
+        total += size
+        if total > limits.total_bytes:
+            raise BadInput(
+                f"the returned files exceed {limits.total_bytes} bytes in total "
+                f"(set {MAX_TOTAL_BYTES_ENV} to allow more); nothing imported"
+            )
+        placements = plan_outputs(paths, present, paths.transfer_output)
+        plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
+        if any(p.kind == "userlog" for p in placements):
+            data = (job_dir / REMOTE_USERLOG_NAME).read_bytes()
+            plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
+        plans.append(plan)
+    return manifest, merge, plans
+
+
+def check_returned_name(name: str, job_id: str) -> None:
+    """Refuse names no job should write: control characters, too long for this system."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise BadInput(f"job {job_id}: returned file name {name!r} contains control characters")
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+        raise BadInput(f"job {job_id}: returned file name {name[:60]!r}... is too long")
+
+
+def list_returned_files(
+    job_dir: Path, job_id: str, limits: Limits | None = None
+) -> tuple[list[str], int]:
+    """Regular files under a job's returned directory and their total size; links,
+    devices, FIFOs, sockets, hard links, odd names and files over the caps are refused."""
+    limits = limits or Limits()
+    if not job_dir.exists():
+        return [], 0
+    found = []
+    size = 0
+    # fwalk works through directory descriptors: no link is followed, no path too long.
+    try:
+        for root, dirs, files, root_fd in os.fwalk(job_dir):
+            rel_root = os.path.relpath(root, job_dir)
+            for name in dirs + files:
+                rel = name if rel_root == "." else f"{rel_root}/{name}"
+                check_returned_name(rel, job_id)
+                st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    continue
+                problem = safe_write.returned_file_problem(st)
+                if problem:
+                    raise BadInput(f"job {job_id}: returned {rel} {problem}")
+                found.append(rel)
+                size += st.st_size
+                if len(found) > limits.job_files:
+                    raise BadInput(
+                        f"job {job_id}: more than {limits.job_files} returned files "
+                        f"(set {MAX_JOB_FILES_ENV} to allow more); nothing imported"
+                    )
+                if size > limits.job_bytes:
+                    raise BadInput(
+                        f"job {job_id}: returned files exceed {limits.job_bytes} bytes "
+                        f"(set {MAX_JOB_BYTES_ENV} to allow more); nothing imported"
+                    )
+    except OSError as exc:
+        raise BadInput(f"job {job_id}: cannot read the returned files: {exc.strerror}") from exc
+    return sorted(found), size
 
 
 def run_import(
@@ -154,71 +418,94 @@ def run_import(
     spool: Path,
     *,
     dry_run: bool = False,
+    manifest_sha256: str | None = None,
+    limits: Limits | None = None,
+    after_append: Callable[[], None] | None = None,
 ) -> ImportReport:
-    manifest, ads, plans = plan_import(bundle_dir, spool)
-    path_map = PathMap.from_json(manifest.path_map)
-    report = ImportReport(manifest.name, jobs=len(plans))
-    for paths, placements, _job_dir in plans:
-        for p in placements:
-            report.placements.append({"job": paths.job_id, "kind": p.kind, "dest": p.dest})
-    ads, report.completed, report.handed_back_idle = import_ads(
-        ads, path_map, _sent_queue(bundle_dir)
+    manifest, merge, plans = plan_import(
+        bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits
     )
+    report = ImportReport(manifest.name, jobs=len(plans))
+    report.completed, report.handed_back_idle = merge.completed, merge.idle
+    report.site_changes = merge.site_changes
+    report.not_sent, report.missing = merge.not_sent, merge.missing
+    for plan in plans:
+        for p in plan.placements:
+            report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
+        if plan.events is not None:
+            report.events[plan.paths.job_id] = plan.events.to_json()
     if dry_run:
         return report
 
     state_dir = bundle_dir / "import-state"
-    state_dir.mkdir(exist_ok=True)
+    state_dir.mkdir(exist_ok=True)  # the schedd, as the owner, reads merge/ inside it
     placed_file = state_dir / PLACED
     placed = set(json.loads(placed_file.read_text())) if placed_file.exists() else set()
     ids = owner_ids(manifest.owner)
-    for paths, placements, job_dir in plans:
-        if paths.job_id in placed:
+    for plan in plans:
+        if plan.paths.job_id in placed:
             continue
-        for placement in placements:
+        for placement in plan.placements:
+            dest = Path(placement.dest)
+            if placement.kind == "userlog":
+                assert plan.events is not None
+                journal = userlog.journal_path(state_dir, plan.paths.job_id, placement.dest)
+                written = append_events(dest, plan.events.data, journal, ids, after_append)
+                report.events_appended += plan.events.kept if written else 0
+                size = written
+            else:
+                size = place(plan.job_dir / placement.source, dest, placement.kind, ids)
             report.files_placed += 1
-            report.bytes_placed += place(
-                job_dir / placement.source, Path(placement.dest), placement.kind, ids
-            )
-        placed.add(paths.job_id)
-        bundle_mod.write_atomic(placed_file, json.dumps(sorted(placed)).encode())
+            report.bytes_placed += size
+        placed.add(plan.paths.job_id)
+        bundle_mod.write_atomic(placed_file, json.dumps(sorted(placed)).encode(), mode=0o600)
 
     if schedd is not None:
         # The schedd opens the log read-write as the owner: a fresh owner-owned copy.
         merge_dir = state_dir / "merge"
         shutil.rmtree(merge_dir, ignore_errors=True)
         prepare_owned_dir(merge_dir, manifest.owner)
-        jql.write_log(merge_dir / "job_queue.log", ads)
+        jql.write_log(merge_dir / QUEUE_LOG, merge.ads)
         if os.geteuid() == 0 and ids is not None:
-            os.chown(merge_dir / "job_queue.log", *ids)
+            os.chown(merge_dir / QUEUE_LOG, *ids)
         schedd.import_results(merge_dir)
     return report
 
 
-def _sent_queue(bundle_dir: Path) -> dict[str, jql.Ad] | None:
-    """The queue as it left the access point (the bundle's spool), for its owners."""
+def append_events(
+    dest: Path,
+    data: bytes,
+    journal: Path,
+    ids: tuple[int, int] | None,
+    after_append: Callable[[], None] | None = None,
+) -> int:
+    """Append a job's kept events to one user log, once (userlog.append_once)."""
+    if not data:
+        return 0
+    dir_fd = safe_write.open_dir(str(dest.parent), ids, create=True)
     try:
-        return jql.read_log(bundle_dir / "spool" / "job_queue.log")
-    except (OSError, jql.JobQueueLogError):
-        return None
+        fd = safe_write.open_log(dir_fd, dest.name, ids)
+    finally:
+        os.close(dir_fd)
+    try:
+        userlog.check_log_file(fd, str(dest), ids[0] if os.geteuid() == 0 and ids else None)
+        return userlog.append_once(fd, data, journal, after_append=after_append)
+    finally:
+        os.close(fd)
 
 
 def place(source: Path, dest: Path, kind: str, ids: tuple[int, int] | None) -> int:
-    """Copy one output into place atomically (user logs: append the site's events)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    """Copy one output into place atomically, never through a link (safe_write)."""
     if kind == "userlog":
-        data = source.read_bytes()
-        with open(dest, "ab") as out:
-            out.write(data)
-        size = len(data)
-    else:
-        tmp = dest.with_name(f".{dest.name}.lumberjack-part")
-        shutil.copyfile(source, tmp)
-        shutil.copymode(source, tmp)
-        size = tmp.stat().st_size
-        if os.geteuid() == 0 and ids is not None:
-            os.chown(tmp, *ids)
-        os.replace(tmp, dest)
-    if os.geteuid() == 0 and ids is not None:
-        os.chown(dest, *ids)
-    return size
+        raise ValueError("user logs are appended with append_events")
+    src_fd, st = safe_write.open_returned(str(source))
+    try:
+        dir_fd = safe_write.open_dir(str(dest.parent), ids, create=True)
+        try:
+            executable = bool(st.st_mode & 0o111)
+            safe_write.write_file(dir_fd, dest.name, src_fd, st.st_size, executable, ids)
+        finally:
+            os.close(dir_fd)
+    finally:
+        os.close(src_fd)
+    return st.st_size

@@ -241,7 +241,10 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
     if record is not None:
         phases.check(record.phase, "import --in", record.name)
     schedd = None if dry_run else LocalSchedd()
-    report = importer.run_import(schedd, bundle_dir, spool, dry_run=dry_run).to_json()
+    digest = record.info.get("manifest_sha256") if record is not None else None
+    report = importer.run_import(
+        schedd, bundle_dir, spool, dry_run=dry_run, manifest_sha256=digest
+    ).to_json()
     if record is not None and not dry_run:
         ledger.move(record.name, "import --in")
     again = record is not None and record.phase == Phase.IMPORTED
@@ -261,7 +264,27 @@ def _import_text(data: dict, dry_run: bool, again: bool) -> str:
         return head + f"{files} to place"
     placed = plural(data["files_placed"], "output file")
     before = len(data["placements"]) - data["files_placed"]
-    return head + f"{placed} placed" + (f" ({before} already in place)" if before else "")
+    text = head + f"{placed} placed" + (f" ({before} already in place)" if before else "")
+    return text + "".join(f"\n{line}" for line in _reported(data))
+
+
+def _reported(data: dict) -> list[str]:
+    """One line for each thing the site sent that import did not take."""
+    lines = []
+    if data.get("not_sent"):
+        lines.append(f"ignored ads this export never sent: {', '.join(data['not_sent'])}")
+    if data.get("missing"):
+        lines.append(f"jobs missing from the returned queue: {', '.join(data['missing'])}")
+    for key, change in sorted(data.get("site_changes", {}).items()):
+        names = ", ".join(n for kind in ("changed", "added", "removed", "refused")
+                          for n in change.get(kind, []))  # fmt: skip
+        lines.append(f"{key}: site changed, not merged: {names}")
+    for job, events in sorted(data.get("events", {}).items()):
+        dropped = events.get("dropped") or {}
+        if dropped:
+            why = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items()))
+            lines.append(f"{job}: user-log events dropped: {why}")
+    return lines
 
 
 def _unexport_help() -> str:

@@ -110,10 +110,50 @@ def render(path: str, summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def diff_ads(a: dict[str, jobqueuelog.Ad], b: dict[str, jobqueuelog.Ad]) -> dict[str, Any]:
+    """Per ad (by its numbers, so 1.-1 and 01.-1 match), each attribute that differs:
+    {KEY: {"only_in": "a"|"b"}} or {KEY: {"attrs": {NAME: [A or None, B or None]}}}."""
+    by_a = {jobqueuelog.parse_key(k): ad for k, ad in a.items()}
+    by_b = {jobqueuelog.parse_key(k): ad for k, ad in b.items()}
+    out: dict[str, Any] = {}
+    for num in sorted(set(by_a) | set(by_b), key=lambda n: (n.cluster, n.proc)):
+        ad_a, ad_b = by_a.get(num), by_b.get(num)
+        if ad_a is None or ad_b is None:
+            out[(ad_a or ad_b).key] = {"only_in": "a" if ad_b is None else "b"}  # type: ignore[union-attr]
+            continue
+        names = {n.lower(): n for n in [*ad_b.attrs, *ad_a.attrs]}
+        attrs = {
+            name: [ad_a.get(name), ad_b.get(name)]
+            for _, name in sorted(names.items())
+            if ad_a.get(name) != ad_b.get(name)
+        }
+        if attrs:
+            out[ad_a.key] = {"attrs": attrs}
+    return out
+
+
+def render_diff(path_a: str, path_b: str, diff: dict[str, Any]) -> str:
+    if not diff:
+        return f"{_cell(path_a)} and {_cell(path_b)}: the same ads"
+    rows = [["AD", "ATTRIBUTE", "A: " + _shorten(path_a, 40), "B: " + _shorten(path_b, 40)]]
+    for key, what in diff.items():
+        if "only_in" in what:
+            rows.append([key, "(whole ad)", "present" if what["only_in"] == "a" else "-",
+                         "present" if what["only_in"] == "b" else "-"])  # fmt: skip
+            continue
+        for name, (va, vb) in what["attrs"].items():
+            rows.append([key, _cell(name), _shorten(_cell(va), 60), _shorten(_cell(vb), 60)])
+    return _table(rows)
+
+
 @cli.command("inspect")
 @click.argument("log_file", metavar="FILE", type=click.Path(path_type=str))
+@click.argument("other", metavar="[OTHER]", required=False, type=click.Path(path_type=str))
+@click.option(
+    "--diff", "diff", is_flag=True, help="Compare FILE with OTHER ad by ad, attribute by attribute."
+)
 @json_option
-def inspect_cmd(log_file: str, as_json: bool) -> None:
+def inspect_cmd(log_file: str, other: str | None, diff: bool, as_json: bool) -> None:
     """Show the jobs recorded in an HTCondor job_queue.log (no schedd needed).
 
     Replays the log the way the schedd does on startup: committed transactions
@@ -124,12 +164,24 @@ def inspect_cmd(log_file: str, as_json: bool) -> None:
     as written in the file (0.0, 01.-1, 1.0, ...) with each attribute's
     expression text exactly as in the file.
 
+    --diff FILE OTHER shows, per ad, every attribute that differs (what a site
+    changed: inspect --diff BUNDLE/spool/job_queue.log BUNDLE/returned/job_queue.log).
+
     \b
     Examples:
       condor_lumberjack inspect "$(condor_config_val SPOOL)/job_queue.log"
       condor_lumberjack inspect --json job_queue.log | jq '.ads["1.0"].JobStatus'
     """
     path = os.fspath(log_file)
+    if diff or other is not None:
+        if not (diff and other is not None):
+            raise BadInput("compare two logs with: inspect --diff FILE OTHER")
+        changes = diff_ads(load_ads(path), load_ads(other))
+        if as_json:
+            emit(True, {"a": path, "b": other, "ads": changes})
+        else:
+            emit(False, None, render_diff(path, other, changes))
+        return
     ads = load_ads(path)
     if as_json:
         emit(True, {"ads": {key: dict(ad.attrs) for key, ad in ads.items()}})

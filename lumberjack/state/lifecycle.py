@@ -256,7 +256,9 @@ def import_results(
         ledger,
         record.name,
         "import",
-        lambda: importer.run_import(schedd, record.bundle_dir, returned).to_json(),
+        lambda: importer.run_import(
+            schedd, record.bundle_dir, returned, manifest_sha256=record.info.get("manifest_sha256")
+        ).to_json(),
     )
     ledger.update_info(
         record.name,

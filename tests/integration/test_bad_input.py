@@ -134,9 +134,7 @@ def test_dry_run_changes_nothing(jobs: dict, state_dir: Path) -> None:
     assert queue_state(jobs) == before and not target.exists()
 
 
-IMPORT_CASES = [
-    "missing dir", "corrupt log", "job never sent", "symlink from site", "directory symlink",
-]  # fmt: skip
+IMPORT_CASES = ["missing dir", "corrupt log", "symlink from site", "directory symlink"]
 
 
 @pytest.mark.parametrize("case", IMPORT_CASES)
@@ -157,8 +155,6 @@ def test_import_refuses_hostile_results(case: str, jobs: dict, state_dir: Path) 
         bundle_arg = bundle
     if case == "corrupt log":
         log.write_text(log.read_text() + "103 1.0 Broken\nnot a record\n")
-    elif case == "job never sent":
-        log.write_text(log.read_text() + '101 999.0 Job Machine\n103 999.0 Owner "alice"\n')
     elif case == "symlink from site":
         (job_dir / "out.0").symlink_to("/etc/passwd")
     elif case == "directory symlink":
@@ -171,3 +167,23 @@ def test_import_refuses_hostile_results(case: str, jobs: dict, state_dir: Path) 
     assert queue_state(jobs) == before
     assert sorted(p.name for p in target.iterdir()) == before_files
     lumberjack("unexport", manifest["name"])
+
+
+def test_import_takes_what_it_sent_and_reports_a_job_injected_at_the_site(
+    jobs: dict, state_dir: Path
+) -> None:
+    """A job the site added is ignored and named in the report; the export's own jobs
+    come back (here idle: they never ran), nothing is placed for the stranger."""
+    bundle = jobs["work"] / "import-injected"
+    shutil.rmtree(bundle, ignore_errors=True)
+    lumberjack("export", "--ids", str(jobs["idle"]), "--out", str(bundle), "--remote-spool", "/s")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    log = bundle / "spool" / "job_queue.log"
+    log.write_text(log.read_text() + '101 999.0 Job Machine\n103 999.0 Owner "alice"\n')
+    target = Path(manifest["path_map"]["jobs"][f"{jobs['idle']}.0"]["local_iwd"])
+    before_files = sorted(p.name for p in target.iterdir())
+    result = json.loads(lumberjack("import", "--in", str(bundle), "--json").stdout)
+    assert result["not_sent"] == ["999.0"]
+    assert result["handed_back_idle"] == len(manifest["jobs"])
+    assert sorted(p.name for p in target.iterdir()) == before_files
+    assert all(s[3] is None for s in queue_state(jobs) if s[0] == jobs["idle"])
