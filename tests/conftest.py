@@ -14,6 +14,14 @@ sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 import testbed  # noqa: E402
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-docker's fixtures live for the session by default: in `make test` that would
+    # keep the engine and both pools up through the integration tests that run after.
+    # Set here, in the first conftest: pytest-docker's scopes are fixed when it registers,
+    # before tests/docker/conftest.py is read in a run of the whole tree.
+    config.option.container_scope = "module"
+
+
 def load_fixture_module(name: str):  # -> module
     """A helper module from tests/unit/fixtures/, loaded once by path."""
     import importlib.util

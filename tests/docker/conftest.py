@@ -21,12 +21,6 @@ import image  # noqa: E402
 import testbed  # noqa: E402
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # pytest-docker's fixtures live for the session by default: in `make test` that would
-    # keep the engine and both pools up through the integration tests that run after.
-    config.option.container_scope = "module"
-
-
 @pytest.fixture(scope="module")
 def tier(
     tmp_path_factory: pytest.TempPathFactory,
