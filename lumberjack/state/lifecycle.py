@@ -185,7 +185,7 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
         "address": profile.schedd.address,
         "port": profile.schedd.port,
         "token_lifetime_s": request.walltime_s + TOKEN_QUEUE_ALLOWANCE_S,
-        "idle_shutdown_s": 300,
+        "idle_shutdown_s": request.idle_shutdown_s,
     }
 
 
