@@ -25,6 +25,7 @@ from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import word_of
 from lumberjack.core.records import NOT_IN_JSON, JsonRecord
 from lumberjack.errors import BadInput, LumberjackError
@@ -292,7 +293,9 @@ def run_export(
         prepare_owned_dir(native_dir, plan.owner)
         ledger.move(plan.name, "export")
         try:
+            crash_point("export.before-schedd")
             result = schedd.export_jobs(plan.clusters, native_dir, plan.remote_spool)
+            crash_point("export.after-schedd")
             if result.total_job_ads != len(plan.jobs):
                 raise LumberjackError(
                     f"the schedd exported {result.total_job_ads} jobs, expected {len(plan.jobs)}; "
@@ -303,6 +306,7 @@ def run_export(
             # Import refuses a manifest (and so a path map) changed after this point.
             ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
                 plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip
+            crash_point("export.after-manifest")
         except BaseException as exc:
             rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
             raise
@@ -356,6 +360,7 @@ def write_bundle(
     entries = copy_inputs(path_map, spool_dir, progress)
     jql.write_log(spool_dir / "job_queue.log", ads)
     entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
+    crash_point("export.before-manifest")
     manifest = bundle_mod.Manifest(
         name=plan.name,
         owner=plan.owner,
@@ -393,6 +398,8 @@ def copy_inputs(
             except OSError as exc:
                 raise BadInput(f"cannot read input file {src}: {exc.strerror}") from exc
             entries.append(bundle_mod.FileEntry(rel, size, digest, os.access(src, os.X_OK)))
+            if len(entries) == 1:
+                crash_point("export.mid-copy")
             if progress:
                 progress(size)
     return entries

@@ -29,6 +29,7 @@ from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrit
 from lumberjack.ap.placement import Placement, check_safe_relative, plan_outputs
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
 from lumberjack.errors import BadInput
@@ -459,7 +460,9 @@ def run_import(
             report.bytes_placed += size
         placed.add(plan.paths.job_id)
         bundle_mod.write_atomic(placed_file, json.dumps(sorted(placed)).encode(), mode=0o600)
+        crash_point("import.mid-placement")
 
+    crash_point("import.before-merge")
     if schedd is not None:
         # The schedd opens the log read-write as the owner: a fresh owner-owned copy.
         merge_dir = state_dir / "merge"

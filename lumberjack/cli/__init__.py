@@ -41,5 +41,11 @@ def _register() -> None:
 
 
 def main() -> None:
+    from lumberjack.core import crashpoints
+
+    try:
+        crashpoints.armed()  # a misspelt crash point fails here, not silently later
+    except crashpoints.UnknownCrashPoint as exc:
+        raise SystemExit(f"condor_lumberjack: {exc}") from None
     _register()
     cli(prog_name="condor_lumberjack")

@@ -27,6 +27,7 @@ REQUEST_OPTION_NAMES = (
     "queue",
     "allocation",
     "pilots",
+    "idle_shutdown",
 )
 
 _OPTIONS = (
@@ -57,11 +58,16 @@ _OPTIONS = (
         "--pilots", type=int, default=None, metavar="N",
         help="Split the nodes into N batch jobs (nodes must be a multiple of N; default 1).",
     ),
+    click.option(
+        "--idle-shutdown", default=None, metavar="TIME",
+        help='A node with no job for this long ends its part of the pilot ("5m"; default 5m).',
+    ),
 )  # fmt: skip
 
 
 def request_options(func: F) -> F:
-    """Add --nodes --cores --memory --gpus --walltime --queue --allocation --pilots."""
+    """Add --nodes --cores --memory --gpus --walltime --queue --allocation --pilots
+    --idle-shutdown."""
     for option in reversed(_OPTIONS):
         func = option(func)
     return func

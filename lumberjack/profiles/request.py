@@ -80,6 +80,7 @@ class ResourceRequest:
     allocation: str | None
     pilots: int = 1
     max_job_runtime_s: int | None = None  # longest known job runtime, for retirement
+    idle_shutdown_s: int = 300  # a node with no job for this long ends (and frees the node)
     # (value name, where it came from) pairs for the report; not part of equality
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -106,6 +107,7 @@ def build_request(
     allocation: str | None = None,
     pilots: int | None = None,
     job_runtimes_s: Sequence[RuntimeLike] = (),
+    idle_shutdown: str | int | None = None,
 ) -> ResourceRequest:
     """Fill a request from flags, job runtimes and the profile, and check it against the
     chosen queue. `walltime` may be seconds (int) or any form `parse_walltime` reads.
@@ -227,6 +229,14 @@ def build_request(
             "use --allocation NAME with your project's name"
         )
 
+    extra: dict[str, Any] = {}
+    if idle_shutdown is not None:
+        try:
+            idle_s = parse_walltime(str(idle_shutdown))
+        except ValueError as exc:
+            raise BadInput(f"--idle-shutdown {idle_shutdown} {exc}") from None
+        extra["idle_shutdown_s"] = _positive("--idle-shutdown", idle_s)
+        origins["idle_shutdown"] = "--idle-shutdown"
     return ResourceRequest(
         site=site,
         queue=chosen.name,
@@ -239,6 +249,7 @@ def build_request(
         pilots=pilot_count,
         max_job_runtime_s=longest.seconds if longest is not None else None,
         origins=tuple(origins.items()),
+        **extra,
     )
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
 from lumberjack.site import remote_pool
@@ -43,6 +44,16 @@ from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 QUEUE_LOG = "job_queue.log"
 PLACED_MARK = "queue-placed"  # in pool/: the queue went in; never again
 SCHEDD_TIMEOUT_S = 120
+#: JobLeaseDuration of every job at the site, in seconds (HTCondor's default is 2400).
+#: When a pilot dies (scancel, node failure, walltime kill) its starters die with it and
+#: nobody tells the remote schedd: each shadow keeps the job Running and waits for the
+#: starter to reconnect until the job lease runs out, and only then puts the job back to
+#: idle for the next pilot. The lease is also how long a starter cut off from the
+#: shadow keeps its job running, so it is the one clock both sides agree on, whatever
+#: the batch system reports (or fails to report). Two minutes: the login node and the
+#: compute nodes share a site network, where an outage that long is rare and costs a
+#: rerun of the job (never two runs at once: the starter gives up when the shadow does).
+JOB_LEASE_S = 120
 
 
 class AgentError(Exception):
@@ -84,6 +95,7 @@ def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict
         Path(iwd).mkdir(parents=True, exist_ok=True)
     ads = jql.read_log(source / QUEUE_LOG)
     owners = run_as_site_account(ads, site_user, trust_domain)
+    short_lease(ads)
     # The queue goes in last, atomically: a schedd never sees jobs without their inputs.
     jql.write_log(spool / QUEUE_LOG, ads)
     Path(layout.pool).mkdir(parents=True, exist_ok=True)
@@ -107,6 +119,18 @@ def run_as_site_account(ads: dict[str, jql.Ad], site_user: str, trust_domain: st
         if ad.get("User") is not None:
             ad.set("User", json.dumps(f"{site_user}@{trust_domain}"))
     return sorted(before)
+
+
+def short_lease(ads: dict[str, jql.Ad]) -> None:
+    """Every job's lease JOB_LEASE_S (see there): a dead pilot's jobs come back soon.
+
+    Import takes only results from the site's ads, so the access point's own lease is
+    what the job keeps at home.
+    """
+    for key, ad in ads.items():
+        kind = jql.key_kind(key)
+        if kind == "cluster" or (kind == "proc" and ad.get("JobLeaseDuration") is not None):
+            ad.set("JobLeaseDuration", str(JOB_LEASE_S))
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -349,6 +373,7 @@ def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
         _in_pool(layout, "condor_off", "-graceful", "-schedd")
         _wait_gone(layout, "condor_schedd")
         stopped_schedd = True
+        crash_point("stop.after-schedd")
     cancelled = cancel_pilots(layout, get_batch_system(launch["batch_system"])) if launch else []
     if instance_running(layout):
         name = instance_name(layout)
@@ -420,8 +445,11 @@ def launch(layout: ExportLayout) -> dict[str, Any]:
         raise AgentError(f"site image {plan['image']} not found; see the site profile's image")
     settings = settings_for(layout, plan)
     placed = place_queue(layout, settings.site_user, settings.trust_domain)
+    crash_point("launch.after-place")
     pool = start_pool(layout, settings)
+    crash_point("launch.after-pool")
     pilots = submit_pilots(layout, settings, plan)
+    crash_point("launch.after-pilots")
     return {"place": placed, "pool": pool, "pilots": pilots}
 
 

@@ -190,6 +190,9 @@ SCHEDD_INTERVAL = 10
 NEGOTIATOR_INTERVAL = 5
 NEGOTIATOR_CYCLE_DELAY = 5
 UPDATE_INTERVAL = 10
+# A killed pilot's startd says no goodbye: its ad goes after a minute without updates
+# (they come every 10 s), not 15, so its slot is not matched again meanwhile.
+CLASSAD_LIFETIME = 60
 """
 
 

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer
 from lumberjack.ap.agent_zipapp import build_agent
+from lumberjack.core import crashpoints
+from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile, find_profile
@@ -86,6 +88,9 @@ class Site:
     def agent(self, layout: ExportLayout, command: str) -> dict[str, Any]:
         """Run the site agent; its JSON answer, or RemoteError with its one-line reason."""
         line = f"python3 {shlex.quote(layout.agent)} {command} {shlex.quote(layout.root)}"
+        point = crashpoints.armed()
+        if point:  # the agent's own crash points (tests): the same variable, over SSH
+            line = f"{crashpoints.ENV}={shlex.quote(point)} {line}"
         result = self.conn.run(line, check=False)
         try:
             answer = json.loads(result.stdout.strip().splitlines()[-1])
@@ -137,15 +142,22 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     def act() -> dict[str, Any]:
         manifest = bundle_mod.load_manifest(record.bundle_dir)
         conn = site.conn
+        crash_point("ship.before-upload")
+        if crashpoints.armed() == "ship.mid-upload":  # half the files, as a cut link leaves
+            conn.upload(record.bundle_dir / "spool", posixpath.join(layout.bundle, "spool"),
+                        manifest.files[: max(1, len(manifest.files) // 2)])  # fmt: skip
+            crash_point("ship.mid-upload")
         report = conn.upload(
             record.bundle_dir / "spool",
             posixpath.join(layout.bundle, "spool"),
             manifest.files,
             progress=site.progress,
         )
+        crash_point("ship.after-upload")
         conn.put_bytes((record.bundle_dir / bundle_mod.MANIFEST).read_bytes(),
                        posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o644)  # fmt: skip
         conn.put_bytes(build_agent(), layout.agent, 0o755)
+        crash_point("ship.before-ledger")
         return {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
                 "skipped_files": report.skipped_files}  # fmt: skip
 
@@ -176,7 +188,7 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
         "address": profile.schedd.address,
         "port": profile.schedd.port,
         "token_lifetime_s": request.walltime_s + TOKEN_QUEUE_ALLOWANCE_S,
-        "idle_shutdown_s": 300,
+        "idle_shutdown_s": request.idle_shutdown_s,
     }
 
 
@@ -189,7 +201,10 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
         site.conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
                             0o644)  # fmt: skip
-        return site.agent(layout, "launch")
+        crash_point("launch.after-plan")
+        answer = site.agent(layout, "launch")
+        crash_point("launch.before-ledger")
+        return answer
 
     result = _step(ledger, record.name, "launch", act)
     ledger.move(record.name, "launch")
@@ -228,12 +243,18 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         stopped = site.agent(layout, "stop")
+        crash_point("fetch.after-stop")
+        if crashpoints.armed() == "fetch.mid-download":  # the outputs, not yet the queue
+            site.conn.download(layout.spool, record.bundle_dir / RETURNED,
+                               exclude=(*FETCH_EXCLUDE, "job_queue.log"))  # fmt: skip
+            crash_point("fetch.mid-download")
         report = site.conn.download(
             layout.spool,
             record.bundle_dir / RETURNED,
             progress=site.progress,
             exclude=FETCH_EXCLUDE,
         )
+        crash_point("fetch.before-ledger")
         return {"stop": stopped, "received_files": report.sent_files,
                 "received_bytes": report.sent_bytes}  # fmt: skip
 
@@ -252,14 +273,15 @@ def import_results(
         raise ValueError("import needs the local schedd to merge the job ads into")
     if dry_run:
         return importer.run_import(None, record.bundle_dir, returned, dry_run=True).to_json()
-    report = _step(
-        ledger,
-        record.name,
-        "import",
-        lambda: importer.run_import(
+
+    def act() -> dict[str, Any]:
+        answer = importer.run_import(
             schedd, record.bundle_dir, returned, manifest_sha256=record.info.get("manifest_sha256")
-        ).to_json(),
-    )
+        ).to_json()
+        crash_point("import.after-merge")
+        return answer
+
+    report = _step(ledger, record.name, "import", act)
     ledger.update_info(
         record.name,
         imported={key: report.get(key) for key in ("jobs", "completed", "handed_back_idle")},
@@ -279,12 +301,15 @@ def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str
             probe = site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False)
             if probe.exited == 0:
                 result["stop"] = site.agent(layout, "stop")
+                crash_point("cleanup.after-stop")
                 result["remote"] = site.agent(layout, "remove")
+                crash_point("cleanup.after-remote")
             else:
                 result["remote"] = {"removed": False, "reason": "nothing at the site"}
         if record.bundle_dir.exists():
             shutil.rmtree(record.bundle_dir)
             result["local_removed"] = str(record.bundle_dir)
+        crash_point("cleanup.before-ledger")
         return result
 
     result = _step(ledger, record.name, "cleanup", act)

@@ -54,11 +54,16 @@ def test_place_queue_runs_every_job_as_the_site_account(layout: ExportLayout) ->
     # a proc ad without its own Owner/User still inherits them from the cluster ad
     assert identity(ads, f"{site_bundle.CLUSTER}.1") == (None, None)
     assert ads["0.0"].attrs == {"NextClusterNum": str(site_bundle.CLUSTER + 1)}
+    # every job's lease is the site's short one (a dead pilot's jobs come back soon)
+    lease = jql.cluster_key(site_bundle.CLUSTER)
+    assert ads[lease].get("JobLeaseDuration") == str(agent.JOB_LEASE_S)
+    assert ads[f"{site_bundle.CLUSTER}.0"].get("JobLeaseDuration") in (None, str(agent.JOB_LEASE_S))
     # everything else is as shipped
     shipped = jql.read_log(Path(layout.bundle, "spool", "job_queue.log"))
+    changed = ("Owner", "User", "JobLeaseDuration")
     for key, ad in shipped.items():
-        rest = {k: v for k, v in ads[key].attrs.items() if k not in ("Owner", "User")}
-        assert rest == {k: v for k, v in ad.attrs.items() if k not in ("Owner", "User")}
+        rest = {k: v for k, v in ads[key].attrs.items() if k not in changed}
+        assert rest == {k: v for k, v in ad.attrs.items() if k not in changed}
 
 
 def test_place_queue_keeps_the_bundle_copy_with_the_original_owners(

@@ -124,7 +124,7 @@ def test_every_command_has_help_with_an_example(args):
 def test_check_help_lists_the_request_flags():
     output = run("sites", "check", "--help").output
     for name in REQUEST_OPTION_NAMES:
-        assert f"--{name}" in output
+        assert f"--{name.replace('_', '-')}" in output
 
 
 def test_request_options_are_reusable():

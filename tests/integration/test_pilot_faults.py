@@ -1,0 +1,172 @@
+"""Pilots that end early, on the testbed's Slurm: a pilot killed while its jobs run
+(the jobs come back and run once more, elsewhere, once), a pilot retired with USR1 before
+its walltime (no job is cut off), and an idle pilot (it ends itself)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from journey import (
+    expected_outputs,
+    history,
+    last_json,
+    lumberjack,
+    make_job_dir,
+    site_run,
+    stop_at_site,
+    submit,
+    tree,
+)
+
+from lumberjack.state.ledger import Ledger
+
+pytestmark = pytest.mark.integration
+
+SITE_BASE = "/home/hpcuser/lumberjack"  # base_dir of site-profiles/testbed.toml
+ALIVE = ("queued", "running", "finishing", "unknown")
+
+
+@pytest.fixture
+def at_site(site):
+    sent: list[str] = []
+    yield sent
+    for name in sent:
+        stop_at_site(name, f"{SITE_BASE}/{name}")
+
+
+def sync(name: str) -> dict:
+    result = lumberjack("sync", "--name", name, "--json", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    entry = json.loads(result.stdout)["exports"][0]
+    assert "error" not in entry, entry
+    return entry
+
+
+def status(name: str) -> dict:
+    return last_json(lumberjack("status", name, "--json"))
+
+
+def poll(name: str, until, what: str, timeout: float = 400, every: float = 2) -> dict:
+    """`status` every few seconds until `until(answer)`; the answer that met it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = status(name)
+        if until(answer):
+            return answer
+        assert time.monotonic() < deadline, f"{name}: not {what} after {timeout:.0f} s: {answer}"
+        time.sleep(every)
+
+
+def sync_home(name: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while (phase := Ledger().get(name).phase) != "imported":
+        assert time.monotonic() < deadline, f"{name} still {phase}"
+        sync(name)
+        time.sleep(3)
+
+
+def alive(answer: dict) -> list[str]:
+    return [job for job, state in answer["pilots"].items() if state in ALIVE]
+
+
+def check_outputs_once(job_dir: Path, before: dict, procs: int) -> None:
+    after = tree(job_dir)
+    expected = expected_outputs(job_dir, range(procs))
+    assert {path for path in after if path not in before} == set(expected)
+    assert {path: after[path] for path in expected} == expected
+    terminated = after["job.log"].count(b"Job terminated")
+    assert terminated == procs, after["job.log"].decode(errors="replace")
+
+
+def test_a_killed_pilots_jobs_come_back_and_run_once(
+    workspace: Path, state_dir: Path, at_site: list
+) -> None:
+    job_dir = make_job_dir(workspace)
+    jobs = 3
+    cluster = submit(job_dir, jobs, arguments="$(Process) 0 40")
+    before = tree(job_dir)
+    name = f"killed-{uuid.uuid4().hex[:6]}"
+    at_site.append(name)
+    lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
+               "--nodes", "2", "--walltime", "20m")  # fmt: skip
+    assert sync(name)["phase"] == "launched"
+
+    running = poll(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
+    pilots = alive(running)
+    assert len(pilots) == 1
+    site_run(f"scancel {pilots[0]}")
+    killed = time.monotonic()
+    gone = poll(name, lambda a: not alive(a), "without a pilot", timeout=120, every=1)
+    print(f"[killed pilot] Slurm reports the pilot gone after {time.monotonic() - killed:.0f} s")
+    assert gone["jobs"].get("completed", 0) == 0  # the kill came while they ran
+
+    back = poll(name, lambda a: not a["jobs"].get("running"), "back to idle", timeout=600)
+    took = time.monotonic() - killed
+    print(f"[killed pilot] jobs back to idle {took:.0f} s after scancel: {back['jobs']}")
+    assert back["jobs"].get("idle", 0) >= 2
+
+    sync_home(name)  # new pilots, the jobs run again, fetch, import
+    check_outputs_once(job_dir, before, jobs)
+    ads = history(cluster, ["ProcId", "JobStatus", "ExitCode", "NumJobStarts"], expect=jobs)
+    print(f"[killed pilot] starts per job: {[a.get('NumJobStarts') for a in ads]}")
+    assert [(a["JobStatus"], a["ExitCode"]) for a in ads] == [(4, 0)] * jobs
+    # the two that ran when the pilot died started twice: the attempts are visible
+    assert sorted(a.get("NumJobStarts", 0) for a in ads)[-2:] == [2, 2]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="USR1 reaches the jobs: the pilot passes it on through srun, and Slurm signals "
+    "every process of the step (node.sh, the startd, the starter and the job), so the "
+    "running job is cut off and goes back to idle; retirement must reach node.sh alone",
+)
+def test_usr1_retires_without_cutting_off_a_job(
+    workspace: Path, state_dir: Path, at_site: list
+) -> None:
+    """One node of one core, two jobs of 30 s: USR1 while the first runs lets it finish
+    and starts nothing more; the pilot ends."""
+    job_dir = make_job_dir(workspace)
+    cluster = submit(job_dir, 2, arguments="$(Process) 0 30")
+    name = f"retire-{uuid.uuid4().hex[:6]}"
+    at_site.append(name)
+    lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
+               "--nodes", "1", "--cores", "1", "--walltime", "20m")  # fmt: skip
+    assert sync(name)["phase"] == "launched"
+
+    first = poll(name, lambda a: a["jobs"].get("running") == 1, "running a job")
+    (pilot,) = alive(first)
+    site_run(f"scancel --signal=USR1 --batch {pilot}")
+    retired = time.monotonic()
+    ended = poll(name, lambda a: pilot not in alive(a), "without its pilot", timeout=180)
+    print(f"[retire] pilot ended {time.monotonic() - retired:.0f} s after USR1: {ended}")
+    assert ended["jobs"] == {"completed": 1, "idle": 1}  # finished; nothing new started
+    assert ended["pilots"][pilot] == "done"
+
+
+def test_an_idle_pilot_ends_itself(workspace: Path, state_dir: Path, at_site: list) -> None:
+    """Its job done, the pilot's startd has no work for --idle-shutdown and exits, and
+    the pilot ends before anyone fetches."""
+    job_dir = make_job_dir(workspace)
+    cluster = submit(job_dir, 1)
+    before = tree(job_dir)
+    name = f"idle-{uuid.uuid4().hex[:6]}"
+    at_site.append(name)
+    lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
+               "--nodes", "1", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
+    assert sync(name)["phase"] == "launched"
+    done = poll(name, lambda a: a["finished"], "finished", timeout=300)
+    (pilot,) = done["pilots"]
+    finished = time.monotonic()
+    ended = poll(name, lambda a: not alive(a), "without a live pilot", timeout=240)
+    print(f"[idle] the idle pilot ended itself {time.monotonic() - finished:.0f} s after "
+          f"the job (idle shutdown 30 s)")  # fmt: skip
+    assert ended["pilots"][pilot] == "done"
+
+    sync_home(name)
+    check_outputs_once(job_dir, before, 1)
+    ads = history(cluster, ["ProcId", "JobStatus", "NumJobStarts"], expect=1)
+    assert [(a["JobStatus"], a.get("NumJobStarts")) for a in ads] == [(4, 1)]
