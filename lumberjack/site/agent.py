@@ -265,7 +265,7 @@ def submit_pilots(layout: ExportLayout, settings: PoolSettings, launch: dict) ->
         )
         spec.name = f"lj-{layout.name}-{len(submitted) + index + 1}"[:63]
         spec.node_command = shlex.quote(layout.node_script)  # a command for `bash -c`
-        spec.retire_command = remote_pool.RETIRE_COMMAND
+        spec.retire_command = remote_pool.retire_command(layout, batch)
         spec.output_dir = str(pilots_dir / "out")
         script = pilots_dir / f"{spec.name}.sh"
         script.write_text(batch.render_pilot_script(spec))

@@ -182,6 +182,9 @@ SEC_PASSWORD_DIRECTORY = $(LOCAL_DIR)/passwords.d
 SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d
 SEC_TOKEN_DIRECTORY = $(LOCAL_DIR)/tokens.d
 {_security(settings, "FS, IDTOKENS")}
+# A startd advertises itself only with the pilots' token, never as the site account by FS
+# (on the testbed the pilots share the login node's host and filesystem).
+SEC_ADVERTISE_STARTD_AUTHENTICATION_METHODS = IDTOKENS
 # No cgroups or mail on a login node; quick cycles so that short jobs do not wait.
 BASE_CGROUP =
 CGROUP_MEMORY_LIMIT_POLICY = none
@@ -222,7 +225,12 @@ ENABLE_IPV6 = FALSE
 COLLECTOR_HOST = {settings.collector}
 SEC_TOKEN_DIRECTORY = {settings.layout.pilot_tokens}
 SEC_TOKEN_SYSTEM_DIRECTORY = {settings.layout.pilot_tokens}
-{_security(settings, "IDTOKENS")}
+{_security(settings, "FS, IDTOKENS")}
+# The node's own daemons (master -> startd -> starter: peaceful retirement, vacating)
+# prove themselves with FS, as the site account on this node: the node holds only the
+# pilots' token, never the key that would let a startd check a token. Towards the pool
+# on the login node FS fails on a real site (another machine) and IDTOKENS follows; the
+# pool accepts a startd's advertisement only with the pilots' token (see pool_config).
 # On a shared host a startd must not try a family session with login-node daemons.
 SEC_USE_FAMILY_SESSION = FALSE
 # One partitionable slot sized from the resource request.
@@ -266,9 +274,25 @@ def _apptainer(settings: PoolSettings, *command: str) -> str:
 
 _NODE_MEMORY = "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))"
 
-#: The pilot script's retire command: the launcher (srun, mpiexec, ...) passes USR1 on
-#: to node.sh on every node, which retires its own startd.
-RETIRE_COMMAND = 'kill -USR1 "$lj_launcher_pid" 2>/dev/null || true'
+#: How often node.sh looks for its pilot's retire mark.
+RETIRE_POLL_S = 5
+
+
+def retire_dir(layout: ExportLayout) -> str:
+    """Where a pilot leaves its retire mark (one file, named by its batch job id), on
+    the shared filesystem every node of the pilot sees."""
+    return f"{layout.pilots}/retire"
+
+
+def retire_command(layout: ExportLayout, batch: BatchSystem) -> str:
+    """The pilot script's retire command: leave the mark that node.sh on every node
+    looks for. Not a signal through the launcher: srun (and mpiexec, aprun) signal every
+    process of the step, the running jobs included, which would cut them off."""
+    mark_dir = shlex.quote(retire_dir(layout))
+    return (
+        f'lj_id="${{{batch.JOB_ID_ENV}:-}}"; mkdir -p {mark_dir} && '
+        f'touch {mark_dir}/"${{lj_id%%.*}}"'
+    )
 
 
 def node_script(
@@ -287,8 +311,9 @@ def node_script(
 
     Retirement needs no network: from `retire_s` before the walltime ends (counted from
     this script's start, close to the batch job's) the startd's START expression is
-    false; and on USR1 (the pilot script's retire command) node.sh turns its own startd
-    off peacefully, through the node-local FS authentication. TERM stops it at once.
+    false; and when the pilot leaves its retire mark (or on USR1 to node.sh itself)
+    node.sh turns its own startd off peacefully, through the node-local FS
+    authentication. TERM stops it at once.
     """
     layout = settings.layout
     memory = str(memory_mb) if memory_mb > 0 else _NODE_MEMORY
@@ -334,17 +359,24 @@ stop() {{
 
 {_apptainer(settings, "condor_master", "-f")} &
 master=$!
-trap retire USR1
+retired=0
+# shellcheck disable=SC2329
+retire_once() {{
+    if [ "$retired" = 0 ]; then retired=1; retire; fi
+}}
+trap retire_once USR1
 trap stop TERM INT
-# `wait` returns early when a trapped signal arrives: wait until the master is gone.
-while :; do
-    wait "$master"
-    status=$?
-    kill -0 "$master" 2>/dev/null || break
+# The pilot retires its nodes by a mark on the shared filesystem (see retire_command);
+# USR1 sent to this script alone does the same. Poll until the master is gone; `wait`
+# on the sleep returns early when a trapped signal arrives.
+retire_mark={shlex.quote(retire_dir(layout))}/"$LJ_PILOT_ID"
+while kill -0 "$master" 2>/dev/null; do
+    if [ -e "$retire_mark" ]; then retire_once; fi
+    sleep {RETIRE_POLL_S} &
+    wait $!
 done
-# If that last wait was cut short by a signal, the master's own status is still there.
+# The master is gone; bash still holds its exit status.
 wait "$master" 2>/dev/null
-again=$?
-[ "$again" = 127 ] || status=$again
+status=$?
 exit "$status"
 """

@@ -97,10 +97,16 @@ def test_security_is_required_everywhere() -> None:
             assert values[f"SEC_DEFAULT_{knob}"] == "REQUIRED"
 
 
-def test_pilots_authenticate_with_idtokens_only() -> None:
+def test_pilots_advertise_with_their_token_only() -> None:
     settings = make_settings()
     pilot = config_values(remote_pool.pilot_config(settings))
-    assert pilot["SEC_CLIENT_AUTHENTICATION_METHODS"] == "IDTOKENS"
+    # FS first for the node's own daemons (master -> startd -> starter on one node);
+    # towards the pool a startd's advertisement is accepted with the token only.
+    methods = [m.strip() for m in pilot["SEC_CLIENT_AUTHENTICATION_METHODS"].split(",")]
+    assert methods == ["FS", "IDTOKENS"]
+    assert pilot["SEC_USE_FAMILY_SESSION"] == "FALSE"
+    pool_values = config_values(remote_pool.pool_config(settings))
+    assert pool_values["SEC_ADVERTISE_STARTD_AUTHENTICATION_METHODS"] == "IDTOKENS"
     assert pilot["SEC_TOKEN_DIRECTORY"] == settings.layout.pilot_tokens
     # The login node's tools authenticate by file system; the pilots' token is accepted.
     pool = config_values(remote_pool.pool_config(settings))
@@ -197,10 +203,15 @@ def test_node_script_has_the_retire_trap() -> None:
     script = remote_pool.node_script(
         make_settings(), batch=SLURM, cores=2, memory_mb=0, walltime_s=600, retire_s=60
     )
-    assert "trap retire USR1" in script
+    assert "trap retire_once USR1" in script
     assert "trap stop TERM INT" in script
     assert "condor_off -peaceful -master" in script
-    assert remote_pool.RETIRE_COMMAND.startswith("kill -USR1")
+    settings = make_settings()
+    command = remote_pool.retire_command(settings.layout, SLURM)
+    # The pilot never signals through the launcher: srun would signal the jobs too.
+    assert "kill" not in command and "lj_launcher_pid" not in command
+    assert remote_pool.retire_dir(settings.layout) in command
+    assert "SLURM_JOB_ID" in command
 
 
 def test_paths_with_spaces_are_quoted() -> None:
@@ -247,6 +258,66 @@ def wait_for(predicate, timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def start_node(tmp_path: Path):  # -> (settings, calls dir, Popen, env)
+    """node.sh of a pilot 4242 on node c7, run for real with the stand-in apptainer,
+    under a path with spaces; returns once its master is up."""
+    root = tmp_path / "my exports" / "calib"
+    settings = make_settings(str(root), image=str(tmp_path / "site image.sif"))
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "apptainer").write_text(STUB_APPTAINER)
+    (stub / "apptainer").chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    script = Path(settings.layout.node_script)
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        remote_pool.node_script(
+            settings, batch=SLURM, cores=3, memory_mb=0, walltime_s=600, retire_s=60
+        )
+    )
+    script.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{stub}:{os.environ['PATH']}",
+        "STUB_DIR": str(calls),
+        "SLURM_JOB_ID": "4242",
+        "SLURMD_NODENAME": "c7",
+    }
+    node_dir = Path(settings.layout.pilots, "nodes", "pilot-4242-c7")
+    proc = subprocess.Popen(
+        [str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: (node_dir / "log" / ".master_address").exists())
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    for sub in ("log", "lock", "run", "execute", "spool"):
+        assert (node_dir / sub).is_dir()
+    return settings, calls, proc, env
+
+
+@needs_bash
+def test_the_pilots_retire_mark_retires_the_node(tmp_path: Path) -> None:
+    """The pilot script's own retire command (run as the pilot runs it, with the batch
+    job's id in the environment) leaves a mark; node.sh finds it and turns its node
+    off peacefully. No signal is sent, so none can reach the running jobs."""
+    settings, calls, proc, env = start_node(tmp_path)
+    try:
+        command = remote_pool.retire_command(settings.layout, SLURM)
+        subprocess.run(["bash", "-c", "set -u; " + command], env=env, check=True)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "retiring" in out, (out, err)
+    assert proc.returncode == 0, (proc.returncode, out, err)
+    assert any("condor_off" in p.read_text() for p in calls.glob("call-*"))
 
 
 @needs_bash
