@@ -174,7 +174,7 @@ class JobQueueLogError(ValueError):
         super().__init__(message)
 
 
-class LogRecord(tuple):  # noqa: SLOT001 (the empty __slots__ is set below)
+class LogRecord(tuple):
     """One line of the log. Which fields an op uses (unused fields are ""):
 
     - 107: key = sequence number, name = "CreationTimestamp", value = timestamp (digits)
