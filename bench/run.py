@@ -1,8 +1,9 @@
 """`make bench`: lumberjack's costs as ratios against a baseline run side by side.
 
-- export of N jobs: `condor_lumberjack export` (query, preflight, path map, the schedd's
-  export, rewrite, input copy, manifest) against the bare `Schedd.export_jobs` call on an
-  identical cluster, N = 1,000 and 10,000, on the testbed's real access-point schedd.
+- export and import of N jobs: `condor_lumberjack export` / `import --in` against the bare
+  `Schedd.export_jobs` / `import_exported_job_results` calls on an identical cluster,
+  N = 1,000 and 10,000, on the testbed's real access-point schedd; peak memory of each,
+  and of export's and import's own work at 100,000 jobs (bench/bench_export_import.py).
 - job_queue.log throughput: records/s to read, replay+rewrite, and write.
 - shipping to the testbed site: upload vs `tar -c | ssh site tar -x`; resume after a cut
   (bench/bench_shipping.py).
@@ -12,6 +13,10 @@
 
 Results go to BENCHMARKS.md (and bench/results/latest.json). Timings on a shared machine
 are noisy: read the ratios, not the seconds.
+
+    python bench/run.py [SECTION ...]     SECTION: export log shipping launch (default: all)
+
+A section left out keeps its part of BENCHMARKS.md as it was.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,10 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import bench_export_import  # noqa: E402
 import bench_jobqueuelog  # noqa: E402
 import bench_launch  # noqa: E402
 import bench_shipping  # noqa: E402
-import journey  # noqa: E402
 import testbed  # noqa: E402
 
 
@@ -43,66 +47,47 @@ def owned_dir(path: Path) -> Path:
     return path
 
 
-def bare_export(cluster: int, target: Path) -> float:
-    import htcondor2
-
-    schedd = htcondor2.Schedd(
-        htcondor2.Collector().locate(htcondor2.DaemonType.Schedd, htcondor2.param["SCHEDD_HOST"])
-    )
-    started = time.perf_counter()
-    result = schedd.export_jobs([str(cluster)], str(target), "/site/spool")
-    elapsed = time.perf_counter() - started
-    assert int(result["ActionResult"]) == 1, result
-    schedd.unexport_jobs([str(cluster)])
-    return elapsed
+SECTIONS = ("export", "log", "shipping", "launch")
+# The BENCHMARKS.md headings each section writes (kept as they were when it is not run).
+HEADINGS = {
+    "export": ("## Export", "## Import", "## Peak memory"),
+    "log": ("## job_queue.log",),
+    "shipping": ("## Shipping",),
+    "launch": ("## Launch",),
+}
 
 
-def lumberjack_export(cluster: int, target: Path, name: str) -> float:
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "lumberjack", "export", "--ids", str(cluster), "--out",
-         str(target), "--remote-spool", "/site/spool", "--name", name, "--json"],
-        check=True, capture_output=True, env=os.environ,
-    )  # fmt: skip
-    elapsed = time.perf_counter() - started
-    subprocess.run([sys.executable, "-m", "lumberjack", "unexport", name], check=True,
-                   capture_output=True, env=os.environ)  # fmt: skip
-    return elapsed
-
-
-def bench_export(work: Path, n: int) -> dict:
-    job_dir = journey.make_job_dir(work, f"jobs-{n}")
-    cluster = journey.submit(job_dir, n)
-    bare = bare_export(cluster, owned_dir(work / f"bare-{n}"))
-    ours = lumberjack_export(cluster, work / f"lj-{n}", f"bench-{n}-{os.getpid()}")
-    return {"jobs": n, "bare_export_s": round(bare, 3), "lumberjack_export_s": round(ours, 3),
-            "ratio": round(ours / bare, 1)}  # fmt: skip
-
-
-def main() -> int:
-    started_here = not testbed.ACCESS_POINT.is_running()
-    os.environ.update(testbed.up())
-    os.environ["PYTHONPATH"] = str(ROOT)
-    work = owned_dir(testbed.testbed_dir() / "work" / "bench")
-    os.environ["LUMBERJACK_STATE_DIR"] = str(work / "state")
-    try:
-        exports = [bench_export(work, n) for n in (1000, 10000)]
-        shipping = bench_shipping.run(work / "shipping")
-        launch = bench_launch.run(work / "launch")
-    finally:
-        if started_here:
-            testbed.down()
-    log = bench_jobqueuelog.run(200_000)
-    results = {
+def main(argv: list[str]) -> int:
+    sections = argv or list(SECTIONS)
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        print(f"unknown section(s) {', '.join(unknown)}; choose from {' '.join(SECTIONS)}")
+        return 2
+    results: dict = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": (
             f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         ),
-        "export": exports,
-        "job_queue_log": log,
-        "shipping": shipping,
-        "launch": launch,
+        "sections": sections,
     }
+    if {"export", "shipping", "launch"} & set(sections):
+        started_here = not testbed.ACCESS_POINT.is_running()
+        os.environ.update(testbed.up())
+        os.environ["PYTHONPATH"] = str(ROOT)
+        work = owned_dir(testbed.testbed_dir() / "work" / "bench")
+        os.environ["LUMBERJACK_STATE_DIR"] = str(work / "state")
+        try:
+            if "export" in sections:
+                results["export"] = bench_export_import.run(work / "export")
+            if "shipping" in sections:
+                results["shipping"] = bench_shipping.run(work / "shipping")
+            if "launch" in sections:
+                results["launch"] = bench_launch.run(work / "launch")
+        finally:
+            if started_here:
+                testbed.down()
+    if "log" in sections:
+        results["job_queue_log"] = bench_jobqueuelog.run(200_000)
     (ROOT / "bench" / "results").mkdir(exist_ok=True)
     (ROOT / "bench" / "results" / "latest.json").write_text(json.dumps(results, indent=1))
     write_markdown(results)
@@ -110,42 +95,52 @@ def main() -> int:
     return 0
 
 
+def old_blocks(headings: tuple[str, ...]) -> str:
+    """The parts of the current BENCHMARKS.md under these headings, as they are."""
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text() if path.exists() else ""
+    blocks = ["## " + b for b in text.split("\n## ")[1:]]
+    return "".join(b.rstrip("\n") + "\n\n" for b in blocks if b.startswith(headings))
+
+
 def write_markdown(results: dict) -> None:
-    rows = "\n".join(
-        f"| {e['jobs']:,} | {e['bare_export_s']} s | {e['lumberjack_export_s']} s | {e['ratio']}x |"
-        for e in results["export"]
-    )
-    log = results["job_queue_log"]
-    rates = "\n".join(
-        f"| {key} | {value:,.0f} |" for key, value in log.items() if key.endswith("per_s")
-    ) or "\n".join(f"| {k} | {v} |" for k, v in log.items())
-    (ROOT / "BENCHMARKS.md").write_text(
-        f"""# Benchmarks
+    parts = {}
+    if "export" in results:
+        parts["export"] = bench_export_import.markdown(results["export"]) + "\n"
+    if "job_queue_log" in results:
+        log = results["job_queue_log"]
+        rates = "\n".join(
+            f"| {key} | {value:,.0f} |" for key, value in log.items() if key.endswith("per_s")
+        )
+        parts["log"] = f"""## job_queue.log throughput (pure Python)
 
-Measured by `make bench` on {results["date"]} ({results["machine"]}), on the testbed's
-real HTCondor schedd. Machines are shared and noisy: compare the ratios, not the seconds.
-Rerun with `make bench`; raw numbers in bench/results/latest.json (not committed).
-
-## Export: condor_lumberjack vs the bare `Schedd.export_jobs` call
-
-Same cluster, side by side. The bare call only writes the schedd's job_queue.log; lumberjack
-also queries and checks every job, rewrites every path for the site, copies and hashes the
-inputs, and writes the manifest, as a separate process (interpreter start-up included).
-
-| jobs | bare export_jobs | lumberjack export | ratio |
-|---:|---:|---:|---:|
-{rows}
-
-## job_queue.log throughput (pure Python)
+A synthetic, schedd-shaped log of {log["n_records"]:,} records ({log["n_ads"]:,} ads;
+bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
 
 | operation | records/s |
 |---|---:|
 {rates}
 
-{bench_shipping.markdown(results["shipping"])}
-{bench_launch.markdown(results["launch"])}"""
+"""
+    if "shipping" in results:
+        parts["shipping"] = bench_shipping.markdown(results["shipping"]) + "\n"
+    if "launch" in results:
+        parts["launch"] = bench_launch.markdown(results["launch"])
+    body = "".join(parts.get(s) or old_blocks(HEADINGS[s]) for s in SECTIONS)
+    ran = ", ".join(results["sections"])
+    (ROOT / "BENCHMARKS.md").write_text(
+        f"""# Benchmarks
+
+Measured by `make bench` (sections: {ran}) on {results["date"]} ({results["machine"]}),
+on the testbed's real HTCondor schedd. Machines are shared and noisy: compare the ratios,
+not the seconds. Rerun everything with `make bench`, or some sections with
+`python bench/run.py export log` (export, log, shipping, launch; a section not rerun keeps
+its text below); raw numbers in bench/results/latest.json (not committed).
+
+{body.rstrip()}
+"""
     )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -67,11 +67,14 @@ U+2028 and friends are ordinary characters of an expression.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +123,8 @@ EMPTY_TYPE_NAME = "(empty)"
 JOB_STATUS_NAMES: dict[int, str] = {status.value: status.title for status in JobStatus}
 
 _OPS = {str(op): op for op in range(101, 108)}
+# Ops whose key format_record() checks.
+_KEYED_OPS = frozenset((101, 102, 103, 104))
 _OP_WHAT = {
     101: "101 (new ad)",
     102: "102 (destroy ad)",
@@ -169,8 +174,7 @@ class JobQueueLogError(ValueError):
         super().__init__(message)
 
 
-@dataclass(frozen=True)
-class LogRecord:
+class LogRecord(tuple):
     """One line of the log. Which fields an op uses (unused fields are ""):
 
     - 107: key = sequence number, name = "CreationTimestamp", value = timestamp (digits)
@@ -180,12 +184,45 @@ class LogRecord:
     - 104: key, name = attribute name
     - 105: nothing
     - 106: value = commit comment ("" for none, the usual case)
+
+    An immutable (op, key, name, value) tuple, compared by value: a log has a record per
+    line, and a tuple costs a fifth of a frozen dataclass to create. (Not a NamedTuple on
+    purpose: tools that see ``_fields`` fill every field, even those with defaults.)
     """
 
-    op: int
-    key: str = ""
-    name: str = ""
-    value: str = ""
+    __slots__ = ()
+
+    def __new__(cls, op: int, key: str = "", name: str = "", value: str = "") -> LogRecord:
+        return tuple.__new__(cls, (op, key, name, value))
+
+    def __getnewargs__(self) -> tuple[int, str, str, str]:  # copy and pickle
+        return self[0], self[1], self[2], self[3]
+
+    def __repr__(self) -> str:
+        return f"LogRecord(op={self[0]!r}, key={self[1]!r}, name={self[2]!r}, value={self[3]!r})"
+
+    @property
+    def op(self) -> int:
+        return self[0]
+
+    @property
+    def key(self) -> str:
+        return self[1]
+
+    @property
+    def name(self) -> str:
+        return self[2]
+
+    @property
+    def value(self) -> str:
+        return self[3]
+
+
+# Built with tuple.__new__ on the hot paths: the same record without the Python-level
+# LogRecord.__new__ (its defaults are not needed when all four fields are given).
+_new_record = tuple.__new__
+_BEGIN = LogRecord(OP_BEGIN_TRANSACTION)
+_END = LogRecord(OP_END_TRANSACTION)
 
 
 @dataclass
@@ -204,17 +241,18 @@ class Ad:
 
     def set(self, name: str, value: str) -> None:
         """Set attribute ``name`` (case-insensitive: an existing spelling is kept)."""
-        folded = _fold(name)
-        for attr in self.attrs:
-            if _fold(attr) == folded:
-                self.attrs[attr] = value
-                return
-        self.attrs[name] = value
+        attrs = self.attrs
+        if name in attrs:  # the exact spelling, as get() prefers it too
+            attrs[name] = value
+            return
+        attr = _find_spelling(attrs, name)
+        attrs[name if attr is None else attr] = value
 
     def delete(self, name: str) -> None:
         """Remove attribute ``name`` (case-insensitive) if the ad has it."""
         folded = _fold(name)
-        for attr in [a for a in self.attrs if _fold(a) == folded]:
+        size = len(name)
+        for attr in [a for a in self.attrs if len(a) == size and _fold(a) == folded]:
             del self.attrs[attr]
 
     def get(self, name: str, default: str | None = None) -> str | None:
@@ -222,11 +260,18 @@ class Ad:
         value = self.attrs.get(name)
         if value is not None:
             return value
-        folded = _fold(name)
-        for attr, value in self.attrs.items():
-            if _fold(attr) == folded:
-                return value
-        return default
+        attr = _find_spelling(self.attrs, name)
+        return default if attr is None else self.attrs[attr]
+
+
+def _find_spelling(attrs: Mapping[str, str], name: str) -> str | None:
+    """The first attribute name in ``attrs`` that equals ``name`` ignoring (ASCII) case."""
+    folded = _fold(name)
+    size = len(name)  # folding keeps the length: compare only names that could match
+    for attr in attrs:
+        if len(attr) == size and _fold(attr) == folded:
+            return attr
+    return None
 
 
 @dataclass(frozen=True)
@@ -244,6 +289,25 @@ class _LineError(Exception):
 # ----------------------------------------------------------------------------- parsing
 
 
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a log is parsed or replayed.
+
+    Those build a container object per record and free none: each one counts towards the
+    collector's next pass, which then walks every object built so far, again and again
+    (a third of the parse time). Records and ads hold no reference cycles, so there is
+    nothing for it to find; reference counting still frees everything as usual.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _check_token(token: str, what: str) -> None:
     if not token:
         raise _LineError(f"empty {what} (two spaces in a row?)")
@@ -254,13 +318,22 @@ def _check_token(token: str, what: str) -> None:
 def _check_key(key: str, good_keys: set[str]) -> None:
     if key in good_keys:
         return
-    _check_token(key, "key")
-    if not _KEY_RE.fullmatch(key):
+    if not _KEY_RE.fullmatch(key):  # digits, "." and "-" only: no blank, no NUL
+        _check_token(key, "key")  # the better message when that is what is wrong
         raise _LineError(f"key {key!r} is not CLUSTER.PROC")
     good_keys.add(key)
 
 
-def _parse_line(line: str, good_keys: set[str]) -> LogRecord:
+def _check_name(token: str, what: str, good_tokens: set[str]) -> None:
+    """_check_token() with a memory: names and ad types repeat on most lines."""
+    if token not in good_tokens:
+        _check_token(token, what)
+        good_tokens.add(token)
+
+
+def _parse_line(line: str, good_keys: set[str], good_tokens: set[str]) -> LogRecord:
+    """Any line, every check. parse_records() takes a shortcut for the common lines first;
+    this is the one full statement of what a line may be."""
     op_text, _, body = line.partition(" ")
     op = _OPS.get(op_text)
     if op is None:
@@ -276,7 +349,7 @@ def _parse_line(line: str, good_keys: set[str]) -> LogRecord:
             raise _LineError(f"{_OP_WHAT[op]} needs KEY NAME VALUE")
         key, name, value = parts
         _check_key(key, good_keys)
-        _check_token(name, "attribute name")
+        _check_name(name, "attribute name", good_tokens)
         if not value.strip(_ASCII_WS):
             raise _LineError(f"{_OP_WHAT[op]} of {name} has an empty value")
         if "\x00" in value:
@@ -286,11 +359,11 @@ def _parse_line(line: str, good_keys: set[str]) -> LogRecord:
     if op == OP_BEGIN_TRANSACTION:
         if body:
             raise _LineError(f"unexpected text after {_OP_WHAT[op]}")
-        return LogRecord(op)
+        return _BEGIN
 
     if op == OP_END_TRANSACTION:
         if not body:
-            return LogRecord(op)
+            return _END
         if body[0] != "#" or len(body) < 2:
             raise _LineError(f"unexpected text after {_OP_WHAT[op]}")
         if "\x00" in body:
@@ -302,8 +375,8 @@ def _parse_line(line: str, good_keys: set[str]) -> LogRecord:
         if len(parts) != 3:
             raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY MYTYPE TARGETTYPE")
         _check_key(parts[0], good_keys)
-        _check_token(parts[1], "MyType")
-        _check_token(parts[2], "TargetType")
+        _check_name(parts[1], "MyType", good_tokens)
+        _check_name(parts[2], "TargetType", good_tokens)
         return LogRecord(op, parts[0], parts[1], parts[2])
     if op == OP_DESTROY_CLASSAD:
         if len(parts) != 1:
@@ -314,7 +387,7 @@ def _parse_line(line: str, good_keys: set[str]) -> LogRecord:
         if len(parts) != 2:
             raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY NAME")
         _check_key(parts[0], good_keys)
-        _check_token(parts[1], "attribute name")
+        _check_name(parts[1], "attribute name", good_tokens)
         return LogRecord(op, parts[0], parts[1])
     # OP_LOG_HISTORICAL_SEQUENCE_NUMBER
     if len(parts) != 3:
@@ -337,37 +410,77 @@ def parse_records(text: str, source: str = "job_queue.log") -> list[LogRecord]:
     line in the middle, nested 105 and 106 without 105. A torn final write is dropped (see
     the module docstring). Record i of the result is line i + 1 of the text.
     """
+    with _no_gc():
+        return _parse(text, source)
+
+
+def _parse(text: str, source: str) -> list[LogRecord]:
     lines = text.split("\n")  # not splitlines(): \r, \x85, U+2028 are part of values
     unterminated = lines[-1] != ""
     if not unterminated:
         lines.pop()  # the empty remainder after the final newline
     records: list[LogRecord] = []
     append = records.append
-    good_keys: set[str] = set()  # keys already validated: most records repeat a key
+    new, record_type, ws = _new_record, LogRecord, _ASCII_WS
+    # Keys and tokens (attribute names, ad types) already checked: most records repeat them.
+    good_keys: set[str] = set()
+    good_tokens: set[str] = set()
+    key_match = _KEY_RE.fullmatch
+    # One search of the whole text instead of one per value (NUL is always refused).
+    nul_free = "\x00" not in text
     open_txn = 0  # line number of the open 105, 0 when outside a transaction
     last = len(lines)
-    for lineno, line in enumerate(lines, 1):
-        try:
-            record = _parse_line(line, good_keys)
-        except _LineError as exc:
-            if lineno == last and unterminated and (open_txn or "105 ".startswith(line)):
-                break  # a crash mid-append; the schedd drops this with its transaction
-            raise JobQueueLogError(str(exc), source=source, line=lineno, text=line) from None
-        op = record.op
+    for line in lines:
+        # Shortcut for the lines a schedd writes most: a 103 whose key and name were seen
+        # before (so they are known good) and whose value is not blank; a 101 of known ad
+        # types; "105 "; "106 ". Anything else, or anything the shortcut cannot vouch for,
+        # takes _parse_line, the one full statement of what a line may be.
+        parts = line.split(" ", 3)
+        record = None
+        if len(parts) == 4:
+            op_text, key, name, value = parts
+            if op_text == "103":
+                if (
+                    key in good_keys
+                    and name in good_tokens
+                    and value
+                    and value[0] not in ws  # not blank (a leading blank: the full check)
+                    and (nul_free or "\x00" not in value)
+                ):
+                    append(new(record_type, (103, key, name, value)))
+                    continue
+            elif op_text == "101" and name in good_tokens and value in good_tokens:
+                if key in good_keys or key_match(key):
+                    good_keys.add(key)
+                    append(new(record_type, (101, key, name, value)))
+                    continue
+        elif line == "105 ":
+            record = _BEGIN
+        elif line == "106 ":
+            record = _END
+        if record is None:
+            try:
+                record = _parse_line(line, good_keys, good_tokens)
+            except _LineError as exc:
+                lineno = len(records) + 1
+                if lineno == last and unterminated and (open_txn or "105 ".startswith(line)):
+                    break  # a crash mid-append; the schedd drops this with its transaction
+                raise JobQueueLogError(str(exc), source=source, line=lineno, text=line) from None
+        op = record[0]
         if op == OP_BEGIN_TRANSACTION:
             if open_txn:
                 raise JobQueueLogError(
                     f"105 (begin transaction) inside the transaction begun at line {open_txn}",
                     source=source,
-                    line=lineno,
+                    line=len(records) + 1,
                 )
-            open_txn = lineno
+            open_txn = len(records) + 1
         elif op == OP_END_TRANSACTION:
             if not open_txn:
                 raise JobQueueLogError(
                     "106 (end transaction) without a 105 (begin transaction)",
                     source=source,
-                    line=lineno,
+                    line=len(records) + 1,
                 )
             open_txn = 0
         append(record)
@@ -443,7 +556,32 @@ def format_records(records: Iterable[LogRecord]) -> str:
 
     format_records(parse_records(t)) == t for any log text t written the way HTCondor writes.
     """
-    return "".join([format_record(r) + "\n" for r in records])
+    lines: list[str] = []
+    append = lines.append
+    ws = _ASCII_WS
+    # Tokens format_record() has already accepted: most records repeat a key and a name.
+    good_keys: set[str] = set()
+    good_names: set[str] = set()
+    for record in records:
+        op, key, name, value = record
+        if (
+            op == OP_SET_ATTRIBUTE
+            and key in good_keys
+            and name in good_names
+            and value
+            and value[0] not in ws  # not blank (a value starting with a blank: full check)
+            and "\n" not in value
+            and "\x00" not in value
+        ):
+            append(f"103 {key} {name} {value}")
+            continue
+        append(format_record(record))
+        if op in _KEYED_OPS:
+            good_keys.add(key)
+            if op == OP_SET_ATTRIBUTE or op == OP_DELETE_ATTRIBUTE:
+                good_names.add(name)
+    append("")  # the newline after the last line
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------- replay
@@ -456,81 +594,89 @@ def replay(records: Iterable[LogRecord], source: str = "job_queue.log") -> dict[
     ads are absent. Errors name "<source> line N" where N is the record's 1-based position,
     which is its line number when the records came from parse_records.
     """
+    if not isinstance(records, list):
+        records = list(records)
+    with _no_gc():
+        return _replay(records, source)
+
+
+def _replay(records: list[LogRecord], source: str) -> dict[str, Ad]:
     ads: dict[str, Ad] = {}
-    folded: dict[str, dict[str, str]] = {}  # key -> folded attr name -> stored spelling
-    live: dict[tuple[int, int], str] = {}  # (cluster, proc) -> key spelling of the live ad
+    # (cluster, proc) -> (key spelling, attrs, folded attr name -> stored spelling) of the
+    # live ad: the schedd knows an ad by its numbers, and keeps the spelling that made it.
+    live: dict[tuple[int, int], tuple[str, dict[str, str], dict[str, str]]] = {}
     numbers: dict[str, tuple[int, int]] = {}  # key spelling -> (cluster, proc), a cache
-    pending: list[tuple[int, LogRecord]] | None = None
-    begun = 0
+    folds: dict[str, str] = {}  # attribute name -> _fold(name), a cache
 
-    def fail(lineno: int, message: str) -> JobQueueLogError:
-        return JobQueueLogError(message, source=source, line=lineno)
+    def fail(index: int, message: str) -> JobQueueLogError:
+        return JobQueueLogError(message, source=source, line=index + 1)
 
-    def ident(lineno: int, key: str) -> tuple[int, int]:
-        found = numbers.get(key)
-        if found is None:
-            m = _KEY_RE.fullmatch(key)
-            if m is None:
-                raise fail(lineno, f"key {key!r} is not CLUSTER.PROC")
-            found = numbers[key] = (int(m.group(1)), int(m.group(2)))
+    def ident(index: int, key: str) -> tuple[int, int]:
+        m = _KEY_RE.fullmatch(key)
+        if m is None:
+            raise fail(index, f"key {key!r} is not CLUSTER.PROC")
+        found = numbers[key] = (int(m.group(1)), int(m.group(2)))
         return found
 
-    def apply(lineno: int, rec: LogRecord) -> None:
-        op = rec.op
-        key = rec.key
-        if op == OP_SET_ATTRIBUTE:
-            spelling = live.get(ident(lineno, key))
-            if spelling is None:
-                raise fail(lineno, f"103 sets {rec.name} on ad {key}, which does not exist")
-            names = folded[spelling]
-            lname = _fold(rec.name)
-            stored = names.get(lname)
-            if stored is None:
-                names[lname] = stored = rec.name
-            ads[spelling].attrs[stored] = rec.value
-        elif op == OP_NEW_CLASSAD:
-            num = ident(lineno, key)
-            if num in live:
-                raise fail(lineno, f"101 creates ad {key}, which already exists")
-            live[num] = key
-            ads[key] = Ad(key, rec.name, rec.value, {})
-            folded[key] = {}
-        elif op == OP_DELETE_ATTRIBUTE:
-            spelling = live.get(ident(lineno, key))
-            if spelling is None:
-                raise fail(lineno, f"104 deletes {rec.name} from ad {key}, which does not exist")
-            stored = folded[spelling].pop(_fold(rec.name), None)
-            if stored is not None:  # deleting an absent attribute is a no-op, as in HTCondor
-                del ads[spelling].attrs[stored]
-        elif op == OP_DESTROY_CLASSAD:
-            spelling = live.pop(ident(lineno, key), None)
-            if spelling is None:
-                raise fail(lineno, f"102 destroys ad {key}, which does not exist")
-            del ads[spelling]
-            del folded[spelling]
-        else:
-            raise fail(lineno, f"unknown op code {op}")
+    def apply(start: int, stop: int) -> None:
+        """Apply records[start:stop] (one transaction, or one record outside any)."""
+        for index in range(start, stop):
+            op, key, name, value = records[index]
+            if op == OP_SET_ATTRIBUTE:
+                num = numbers.get(key)
+                entry = live.get(ident(index, key) if num is None else num)
+                if entry is None:
+                    raise fail(index, f"103 sets {name} on ad {key}, which does not exist")
+                lname = folds.get(name)
+                if lname is None:
+                    lname = folds[name] = _fold(name)
+                names = entry[2]
+                stored = names.get(lname)
+                if stored is None:
+                    names[lname] = stored = name
+                entry[1][stored] = value
+            elif op == OP_NEW_CLASSAD:
+                num = numbers.get(key)
+                if num is None:
+                    num = ident(index, key)
+                if num in live:
+                    raise fail(index, f"101 creates ad {key}, which already exists")
+                ad = ads[key] = Ad(key, name, value, {})
+                live[num] = (key, ad.attrs, {})
+            elif op == OP_DELETE_ATTRIBUTE:
+                num = numbers.get(key)
+                entry = live.get(ident(index, key) if num is None else num)
+                if entry is None:
+                    raise fail(index, f"104 deletes {name} from ad {key}, which does not exist")
+                stored = entry[2].pop(_fold(name), None)
+                if stored is not None:  # deleting an absent attribute is a no-op, as in HTCondor
+                    del entry[1][stored]
+            elif op == OP_DESTROY_CLASSAD:
+                num = numbers.get(key)
+                entry = live.pop(ident(index, key) if num is None else num, None)
+                if entry is None:
+                    raise fail(index, f"102 destroys ad {key}, which does not exist")
+                del ads[entry[0]]
+            elif op != OP_LOG_HISTORICAL_SEQUENCE_NUMBER:  # metadata about the file: skipped
+                raise fail(index, f"unknown op code {op}")
 
-    for lineno, rec in enumerate(records, 1):
-        op = rec.op
+    begun = -1  # index of the open 105, -1 when outside a transaction
+    for index, record in enumerate(records):
+        op = record[0]
         if op == OP_BEGIN_TRANSACTION:
-            if pending is not None:
-                raise fail(lineno, f"105 (begin transaction) inside the one begun at line {begun}")
-            pending = []
-            begun = lineno
+            if begun >= 0:
+                raise fail(
+                    index, f"105 (begin transaction) inside the one begun at line {begun + 1}"
+                )
+            begun = index
         elif op == OP_END_TRANSACTION:
-            if pending is None:
-                raise fail(lineno, "106 (end transaction) without a 105 (begin transaction)")
-            for item in pending:
-                apply(*item)
-            pending = None
-        elif op == OP_LOG_HISTORICAL_SEQUENCE_NUMBER:
-            continue  # metadata about the file, not about any ad
-        elif pending is not None:
-            pending.append((lineno, rec))
-        else:
-            apply(lineno, rec)
-    # An unfinished final transaction (pending is not None) is dropped, as the schedd does.
+            if begun < 0:
+                raise fail(index, "106 (end transaction) without a 105 (begin transaction)")
+            apply(begun + 1, index)
+            begun = -1
+        elif begun < 0:
+            apply(index, index + 1)
+    # An unfinished final transaction (begun >= 0) is dropped, as the schedd does.
     return ads
 
 
@@ -568,34 +714,86 @@ def records_for_ads(
     not read back as themselves (mismatched key, two keys naming the same ad, an attribute
     set twice under different capitalisation); bad tokens are caught by format_record().
     """
+    out = [_header(seq, timestamp), _BEGIN]
+    new, record_type = _new_record, LogRecord
+    with _no_gc():
+        for key, ad in _checked_ads(ads):
+            out.append(new(record_type, (101, key, *_types(ad))))
+            out += [new(record_type, (103, key, name, value)) for name, value in ad.attrs.items()]
+    out.append(_END)
+    return out
+
+
+def _header(seq: int, timestamp: int | None) -> LogRecord:
     if timestamp is None:
         timestamp = int(time.time())
     if seq < 0 or timestamp < 0:
         raise JobQueueLogError("sequence number and timestamp must not be negative")
-    out = [
-        LogRecord(OP_LOG_HISTORICAL_SEQUENCE_NUMBER, str(seq), "CreationTimestamp", str(timestamp)),
-        LogRecord(OP_BEGIN_TRANSACTION),
-    ]
-    append = out.append
-    seen: dict[JobKey, str] = {}
+    stamp = str(timestamp)
+    return LogRecord(OP_LOG_HISTORICAL_SEQUENCE_NUMBER, str(seq), "CreationTimestamp", stamp)
+
+
+def _types(ad: Ad) -> tuple[str, str]:
+    return ad.my_type or EMPTY_TYPE_NAME, ad.target_type or EMPTY_TYPE_NAME
+
+
+def _checked_ads(ads: Mapping[str, Ad]) -> Iterator[tuple[str, Ad]]:
+    """Each (key, ad), once it is known to read back as itself (see records_for_ads)."""
+    fold = functools.lru_cache(maxsize=None)(_fold)  # names repeat from ad to ad
+    seen: dict[tuple[int, int], str] = {}
     for key, ad in ads.items():
         if ad.key != key:
             raise JobQueueLogError(f"ad stored under key {key!r} says its key is {ad.key!r}")
-        num = parse_key(key)
+        num = _key_numbers(key)
         if num in seen:
             raise JobQueueLogError(f"keys {seen[num]!r} and {key!r} name the same ad")
         seen[num] = key
-        my_type = ad.my_type or EMPTY_TYPE_NAME
-        append(LogRecord(OP_NEW_CLASSAD, key, my_type, ad.target_type or EMPTY_TYPE_NAME))
-        names: set[str] = set()
-        for name, value in ad.attrs.items():
-            lname = _fold(name)
-            if lname in names:
-                raise JobQueueLogError(f"ad {key} sets attribute {name} twice (names ignore case)")
-            names.add(lname)
-            append(LogRecord(OP_SET_ATTRIBUTE, key, name, value))
-    append(LogRecord(OP_END_TRANSACTION))
-    return out
+        attrs = ad.attrs
+        if len(set(map(fold, attrs))) != len(attrs):
+            names: set[str] = set()
+            for name in attrs:
+                lname = _fold(name)
+                if lname in names:
+                    raise JobQueueLogError(
+                        f"ad {key} sets attribute {name} twice (names ignore case)"
+                    )
+                names.add(lname)
+        yield key, ad
+
+
+def _log_text(ads: Mapping[str, Ad], seq: int, timestamp: int | None) -> str:
+    """format_records(records_for_ads(ads, seq, timestamp)), without building the records.
+
+    Each ad's attributes are checked together (names already accepted, no newline or NUL
+    in any value, no blank value); an ad that fails that goes through format_record() one
+    attribute at a time, which says what is wrong.
+    """
+    lines = [format_record(_header(seq, timestamp)), "105 "]
+    good_names: set[str] = set()
+    good_types: set[str] = set()
+    for key, ad in _checked_ads(ads):  # the key is known good from here on
+        my_type, target_type = _types(ad)
+        if my_type in good_types and target_type in good_types:
+            lines.append(f"101 {key} {my_type} {target_type}")
+        else:
+            lines.append(format_record(LogRecord(OP_NEW_CLASSAD, key, my_type, target_type)))
+            good_types.update((my_type, target_type))
+        attrs = ad.attrs
+        values = attrs.values()
+        joined = "".join(values)
+        if (
+            good_names.issuperset(attrs)
+            and "\n" not in joined
+            and "\x00" not in joined
+            and all(map(str.strip, values))  # strip() drops at least the ASCII blanks
+        ):
+            lines += [f"103 {key} {name} {value}" for name, value in attrs.items()]
+        else:
+            for name, value in attrs.items():
+                lines.append(format_record(LogRecord(OP_SET_ATTRIBUTE, key, name, value)))
+                good_names.add(name)
+    lines.append("106 \n")
+    return "\n".join(lines)
 
 
 def write_log(
@@ -609,7 +807,7 @@ def write_log(
     Temp file in the same directory, fsync, os.replace, fsync of the directory: a reader
     (or a schedd starting up) sees the old file or the new one, never a half-written one.
     """
-    text = format_records(records_for_ads(ads, seq=seq, timestamp=timestamp))
+    text = _log_text(ads, seq, timestamp)
     try:
         data = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:
@@ -649,10 +847,14 @@ def write_log(
 
 def parse_key(key: str) -> JobKey:
     """``"01.-1"`` -> JobKey(1, -1); raises JobQueueLogError if ``key`` is not CLUSTER.PROC."""
+    return JobKey(*_key_numbers(key))
+
+
+def _key_numbers(key: str) -> tuple[int, int]:
     m = _KEY_RE.fullmatch(key) if isinstance(key, str) else None
     if m is None:
         raise JobQueueLogError(f"not a job queue key (CLUSTER.PROC): {key!r}")
-    return JobKey(int(m.group(1)), int(m.group(2)))
+    return int(m[1]), int(m[2])
 
 
 def _kind(num: JobKey) -> str | None:

@@ -696,3 +696,84 @@ def test_property_key_builders_parse_back(cluster: int, proc: int) -> None:
     assert jql.parse_key(jql.proc_key(cluster, proc)) == JobKey(cluster, proc)
     assert jql.key_kind(jql.proc_key(cluster, proc)) == "proc"
     assert jql.key_kind(jql.proc_key(0, proc + 1)) == "user"
+
+
+# ------------------------------------------------------------- shortcuts keep every check
+
+_SEEN = "101 1.0 Job Machine\n103 1.0 A 1\n"  # key 1.0 and name A are known good after this
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("103 1.0 A \n", "empty value"),
+        ("103 1.0 A \t \n", "empty value"),
+        ('103 1.0 A "a\x00b"\n', "NUL"),
+        ("103 1.0 A\t1\n", "needs KEY NAME VALUE"),
+        ("103 01.0.0 A 1\n", "not CLUSTER.PROC"),
+        ("101 1.1 Job Machine Extra\n", "KEY MYTYPE TARGETTYPE"),
+        ("101 1.x Job Machine\n", "not CLUSTER.PROC"),
+        ("101 1.1\tx Job Machine\n", "whitespace"),
+    ],
+)
+def test_lines_like_known_good_ones_are_still_checked(line: str, words: str) -> None:
+    with pytest.raises(JobQueueLogError, match=f"line 3: .*{words}"):
+        jql.parse_records(_SEEN + line)
+
+
+def test_values_with_leading_blanks_are_kept_byte_exact() -> None:
+    records = jql.parse_records(_SEEN + "103 1.0 A \t x\n103 1.0 A \x0b1 \n")
+    assert [r.value for r in records[2:]] == ["\t x", "\x0b1 "]
+
+
+def test_log_record_is_an_immutable_value() -> None:
+    import copy
+    import pickle
+
+    record = LogRecord(103, "1.0", "A", "1")
+    assert pickle.loads(pickle.dumps(record)) == record == copy.copy(record)
+    assert (record.op, record.key, record.name, record.value) == (103, "1.0", "A", "1")
+    with pytest.raises(AttributeError):
+        record.value = "2"  # type: ignore[misc]
+    assert repr(LogRecord(105)) == "LogRecord(op=105, key='', name='', value='')"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_parse_and_replay_leave_the_garbage_collector_as_they_found_it(enabled: bool) -> None:
+    import gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        jql.replay(jql.parse_records(FIXTURE))
+        assert gc.isenabled() is enabled
+        with pytest.raises(JobQueueLogError):
+            jql.parse_records("101 1.0 Job Machine\n\n")
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+@_FAST
+@given(_queues(), st.integers(0, 10**6), st.integers(0, 2**40))
+def test_property_write_log_writes_what_records_for_ads_says(
+    ads: dict[str, Ad], seq: int, stamp: int
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "job_queue.log")
+        jql.write_log(path, ads, seq=seq, timestamp=stamp)
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", "surrogateescape")
+    assert text == jql.format_records(jql.records_for_ads(ads, seq=seq, timestamp=stamp))
+
+
+def test_write_log_refuses_what_format_record_refuses(tmp_path: os.PathLike[str]) -> None:
+    path = os.path.join(os.fspath(tmp_path), "job_queue.log")
+    good = {"A": "1", "B": '"x"'}
+    for attrs in ({"A": "1\n2"}, {"A": " "}, {"A B": "1"}, {"A": "a\x00"}):
+        ads = {"1.0": Ad("1.0", "Job", "Machine", dict(good)), "1.1": Ad("1.1", "Job", "Machine")}
+        ads["1.1"].attrs.update(good)
+        ads["1.1"].attrs.update(attrs)  # names and values the first ad made known good
+        with pytest.raises(JobQueueLogError, match="cannot write"):
+            jql.write_log(path, ads)
+    assert not os.path.exists(path)

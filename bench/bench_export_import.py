@@ -1,0 +1,335 @@
+"""Export and import against the schedd's own calls, side by side, and their peak memory.
+
+- export (P1): `condor_lumberjack export` of a cluster of N jobs against the bare
+  `Schedd.export_jobs` of an identical cluster (same job directory, same submit).
+- import (P7): both clusters made "completed" the way a site returns them (JobStatus 4,
+  ExitCode 0, CompletionDate ... written into the exported job_queue.log with lumberjack's
+  own writer), then the bare `Schedd.import_exported_job_results` of one against
+  `condor_lumberjack import --in` of the other. No output files come back: the bare call
+  places none, so the ratio is lumberjack's own checking, path reversal and merge.
+- memory (P9): peak RSS (the kernel's ru_maxrss of the child, via wait4) of every
+  lumberjack export and import above; and of the export's and the import's own work at
+  100,000 jobs (read, path map, rewrite, log and manifest written; returned log checked,
+  paths reversed, merged log written) on a queue cloned from a real exported cluster,
+  since submitting 100,000 jobs to the testbed's schedd takes longer than a bench run.
+
+Runs on the testbed's access point; the caller holds the testbed and sets CONDOR_CONFIG,
+PYTHONPATH and LUMBERJACK_STATE_DIR (bench/run.py does). `python bench_export_import.py
+memory-child export|import DIR N` is the child process of the 100,000-job measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+
+
+def _schedd() -> Any:
+    import htcondor2
+
+    htcondor2.reload_config()
+    return htcondor2.Schedd(
+        htcondor2.Collector().locate(htcondor2.DaemonType.Schedd, htcondor2.param["SCHEDD_HOST"])
+    )
+
+
+def _owned_dir(path: Path, uid: int) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    os.chown(path, uid, uid)
+    return path
+
+
+def _lumberjack(*args: str) -> tuple[float, int]:
+    """Run `condor_lumberjack ARGS` as a child: (seconds, its peak RSS in KiB)."""
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "lumberjack", *args],
+            stdout=subprocess.DEVNULL, stderr=errors, env=os.environ,
+        )  # fmt: skip
+        _, status, usage = os.wait4(child.pid, 0)  # wait4: this child's own rusage
+        elapsed = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            errors.seek(0)
+            raise RuntimeError(f"condor_lumberjack {args[0]} failed: {errors.read()[-2000:]!r}")
+    return elapsed, usage.ru_maxrss
+
+
+def _remove(schedd: Any, cluster: int) -> None:
+    import htcondor2
+
+    constraint = f"ClusterId == {cluster}"
+    for action in (lambda: schedd.unexport_jobs(constraint),
+                   lambda: schedd.act(htcondor2.JobAction.Remove, constraint)):  # fmt: skip
+        try:
+            action()
+        except Exception:  # nothing left to unexport or remove: the import took them back
+            pass
+
+
+def complete(log_in: Path, log_out: Path, now: int) -> int:
+    """Copy a job_queue.log with every proc made completed, as a site returns it."""
+    from lumberjack.core import jobqueuelog as jql
+
+    ads = jql.read_log(log_in)
+    procs = 0
+    for key, ad in ads.items():
+        if jql.key_kind(key) != "proc":
+            continue
+        procs += 1
+        for name, value in (
+            ("JobStatus", "4"),
+            ("ExitCode", "0"),
+            ("ExitBySignal", "false"),
+            ("JobCurrentStartDate", str(now - 60)),
+            ("CompletionDate", str(now)),
+            ("EnteredCurrentStatus", str(now)),
+            ("NumJobStarts", "1"),
+            ("RemoteWallClockTime", "60.0"),
+        ):
+            ad.set(name, value)
+    jql.write_log(log_out, ads, timestamp=now)
+    return procs
+
+
+def side_by_side(work: Path, n: int) -> dict[str, Any]:
+    """Export and import of N jobs, lumberjack against the bare schedd calls."""
+    import journey
+    import testbed
+
+    uid = testbed.SUBMITTER_UID
+    schedd = _schedd()
+    job_dir = journey.make_job_dir(work, f"jobs-{n}")
+    name = f"bench-{n}-{os.getpid()}"
+    # One cluster in the queue at a time (the schedd's export slows with the queue's size,
+    # and the client gives up after 20 s): the bare calls' cluster is exported, completed
+    # and imported, then the identical cluster for lumberjack is submitted.
+    bare_cluster = journey.submit(job_dir, n)
+    try:
+        bare_dir = _owned_dir(work / f"bare-{n}", uid)
+        started = time.perf_counter()
+        result = schedd.export_jobs([str(bare_cluster)], str(bare_dir), "/site/spool")
+        bare_export = time.perf_counter() - started
+        assert int(result["ActionResult"]) == 1, result
+        bare_back = _owned_dir(work / f"bare-back-{n}", uid)
+        complete(bare_dir / "job_queue.log", bare_back / "job_queue.log", int(time.time()))
+        os.chown(bare_back / "job_queue.log", uid, uid)
+        started = time.perf_counter()
+        result = schedd.import_exported_job_results(str(bare_back))
+        bare_import = time.perf_counter() - started
+        assert int(result["ActionResult"]) == 1, result
+    finally:
+        _remove(schedd, bare_cluster)
+    lj_cluster = journey.submit(job_dir, n)
+    try:
+        bundle = work / f"lj-{n}"
+        lj_export, export_kib = _lumberjack(
+            "export", "--ids", str(lj_cluster), "--out", str(bundle),
+            "--remote-spool", "/site/spool", "--name", name, "--json",
+        )  # fmt: skip
+        returned = _owned_dir(bundle / "returned", uid)
+        complete(bundle / "spool" / "job_queue.log", returned / "job_queue.log", int(time.time()))
+        lj_import, import_kib = _lumberjack("import", "--in", str(returned), "--json")
+    finally:
+        _remove(schedd, lj_cluster)
+    return {
+        "jobs": n,
+        "bare_export_s": round(bare_export, 3),
+        "lumberjack_export_s": round(lj_export, 3),
+        "export_ratio": round(lj_export / bare_export, 2),
+        "bare_import_s": round(bare_import, 3),
+        "lumberjack_import_s": round(lj_import, 3),
+        "import_ratio": round(lj_import / bare_import, 2),
+        "export_peak_mib": round(export_kib / 1024, 1),
+        "import_peak_mib": round(import_kib / 1024, 1),
+        "bundle": str(bundle),
+    }
+
+
+# ------------------------------------------------------------------ memory at 100,000 jobs
+
+
+def clone_queue(native_log: Path, out_log: Path, n: int, per_cluster: int = 10_000) -> int:
+    """A native export of n procs: the real cluster's ads, cloned into n / per_cluster
+    clusters with their own ids (numbers in keys and ClusterId/ProcId/GlobalJobId)."""
+    from lumberjack.core import jobqueuelog as jql
+
+    per_cluster = min(per_cluster, n)
+    ads = jql.read_log(native_log)
+    cluster_ad = next(ad for k, ad in ads.items() if jql.key_kind(k) == "cluster")
+    proc_ad = next(ad for k, ad in ads.items() if jql.key_kind(k) == "proc")
+    header = {k: ad for k, ad in ads.items() if jql.key_kind(k) == "header"}
+    out: dict[str, jql.Ad] = dict(header)
+    for c in range(1, n // per_cluster + 1):
+        ckey = jql.cluster_key(c)
+        out[ckey] = jql.Ad(ckey, cluster_ad.my_type, cluster_ad.target_type, dict(cluster_ad.attrs))
+        out[ckey].set("ClusterId", str(c))
+        for p in range(per_cluster):
+            pkey = jql.proc_key(c, p)
+            attrs = dict(proc_ad.attrs)
+            ad = out[pkey] = jql.Ad(pkey, proc_ad.my_type, proc_ad.target_type, attrs)
+            ad.set("ClusterId", str(c))
+            ad.set("ProcId", str(p))
+            ad.set("GlobalJobId", f'"lj-ap#{c}.{p}#1718000000"')
+            iwd = proc_ad.get("Iwd")
+            if iwd is not None:
+                ad.set("Iwd", f'"/site/spool/{c}/{p}/cluster{c}.proc{p}.subproc0"')
+    jql.write_log(out_log, out, timestamp=1718000000)
+    return n
+
+
+def memory_child(kind: str, directory: Path, n: int) -> dict[str, Any]:
+    """In a fresh process: export's or import's own work on n jobs; its peak RSS."""
+    import resource
+
+    from lumberjack.ap import export, importer
+    from lumberjack.ap.pathmap import PathMap
+    from lumberjack.core import jobqueuelog as jql
+
+    started = time.perf_counter()
+    if kind == "export":
+        local_iwd = json.loads((directory / "local_iwd.json").read_text())
+        ads = jql.read_log(directory / "native" / "job_queue.log")
+        jobs = [k for k in ads if jql.key_kind(k) == "proc"]
+        clusters = sorted({jql.parse_key(k).cluster for k in jobs})
+        bundle = directory / "bundle"
+        shutil.rmtree(bundle, ignore_errors=True)
+        plan = export.Plan(
+            name="memory", owner="alice", clusters=clusters, jobs=jobs, bundle_dir=bundle,
+            remote_spool="/site/spool", input_files=0, input_bytes=0,
+        )  # fmt: skip
+        del ads
+        export.write_bundle(
+            plan, directory / "native" / "job_queue.log", dict.fromkeys(jobs, local_iwd),
+            site=None,
+        )  # fmt: skip
+    else:
+        bundle = directory / "bundle"
+        spool = bundle / "returned"
+        manifest, ads, _plans = importer.plan_import(bundle, spool)
+        ads, _completed, _idle = importer.import_ads(
+            ads, PathMap.from_json(manifest.path_map), importer._sent_queue(bundle)
+        )
+        merge = directory / "merge"
+        merge.mkdir(exist_ok=True)
+        jql.write_log(merge / "job_queue.log", ads)
+    elapsed = time.perf_counter() - started
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"kind": kind, "jobs": n, "seconds": round(elapsed, 2), "peak_kib": peak_kib}
+
+
+def memory_at(work: Path, real_bundle: Path, n: int) -> dict[str, Any]:
+    """Peak RSS of export's and import's own work on n jobs cloned from a real bundle."""
+    directory = work / f"memory-{n}"
+    shutil.rmtree(directory, ignore_errors=True)
+    (directory / "native").mkdir(parents=True)
+    manifest = json.loads((real_bundle / "manifest.json").read_text())
+    first = next(iter(manifest["path_map"]["jobs"].values()))
+    (directory / "local_iwd.json").write_text(json.dumps(first["local_iwd"]))
+    clone_queue(real_bundle / "native" / "job_queue.log", directory / "native" / "job_queue.log", n)
+    out = {}
+    for kind in ("export", "import"):
+        if kind == "import":
+            returned = directory / "bundle" / "returned"
+            returned.mkdir()
+            complete(directory / "bundle" / "spool" / "job_queue.log",
+                     returned / "job_queue.log", int(time.time()))  # fmt: skip
+        child = subprocess.run(
+            [sys.executable, __file__, "memory-child", kind, str(directory), str(n)],
+            check=True, capture_output=True, text=True, env=os.environ,
+        )  # fmt: skip
+        result = json.loads(child.stdout)
+        out[f"{kind}_s"] = result["seconds"]
+        out[f"{kind}_peak_mib"] = round(result["peak_kib"] / 1024, 1)
+    shutil.rmtree(directory, ignore_errors=True)
+    return {"jobs": n, **out}
+
+
+def run(work: Path, sizes: tuple[int, ...] = (1000, 10000), memory_jobs: int = 100_000) -> dict:
+    rows = [side_by_side(work, n) for n in sizes]
+    memory = [memory_at(work, Path(rows[-1]["bundle"]), memory_jobs)]
+    return {"rows": rows, "memory": memory}
+
+
+def markdown(results: dict) -> str:
+    rows = results["rows"]
+    export_rows = "\n".join(
+        f"| {r['jobs']:,} | {r['bare_export_s']} s | {r['lumberjack_export_s']} s "
+        f"| {r['export_ratio']}x |"
+        for r in rows
+    )
+    import_rows = "\n".join(
+        f"| {r['jobs']:,} | {r['bare_import_s']} s | {r['lumberjack_import_s']} s "
+        f"| {r['import_ratio']}x |"
+        for r in rows
+    )
+    memory_rows = (
+        "\n".join(
+            f"| {r['jobs']:,} | real, whole command | {r['export_peak_mib']} MiB "
+            f"| {r['import_peak_mib']} MiB |"
+            for r in rows
+        )
+        + "\n"
+        + "\n".join(
+            f"| {m['jobs']:,} | cloned queue, lumberjack's own work | {m['export_peak_mib']} MiB "
+            f"({m['export_s']} s) | {m['import_peak_mib']} MiB ({m['import_s']} s) |"
+            for m in results["memory"]
+        )
+    )
+    return f"""## Export: condor_lumberjack vs the bare `Schedd.export_jobs` call
+
+Two identical clusters (same job directory and submit description), one exported by the
+bare call, the other by lumberjack, in the same run, one in the queue at a time. The bare
+call only writes the schedd's job_queue.log; lumberjack also queries and checks every job,
+rewrites every path for the site, copies and hashes the inputs, and writes the manifest,
+as a separate process (interpreter start-up included).
+
+| jobs | bare export_jobs | lumberjack export | ratio |
+|---:|---:|---:|---:|
+{export_rows}
+
+## Import: condor_lumberjack vs the bare `Schedd.import_exported_job_results` call
+
+Both exported clusters made "completed" as a site returns them (JobStatus 4, ExitCode 0,
+CompletionDate ... set in the exported job_queue.log with lumberjack's own writer), then
+imported side by side. No output files come back (the bare call places none): lumberjack's
+time is its process start-up, reading and checking the returned log and the manifest's path
+map, putting every path and owner back, writing the merge log, and the same schedd call.
+
+| jobs | bare import | lumberjack import --in | ratio |
+|---:|---:|---:|---:|
+{import_rows}
+
+## Peak memory (RSS)
+
+The whole `export` / `import` commands of the runs above (the kernel's ru_maxrss of the
+child), and lumberjack's own export and import work on 100,000 jobs: the real exported
+cluster cloned into 10 clusters of 10,000, in a fresh process each (reading, path map,
+rewrite, log and manifest written; returned log checked, paths put back, merge log
+written; no schedd call, as the testbed's schedd would take longer than a bench run to
+submit and export 100,000 jobs).
+
+| jobs | what | export | import |
+|---:|---|---:|---:|
+{memory_rows}
+"""
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "memory-child":
+        print(json.dumps(memory_child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+    else:
+        sys.exit("usage: bench_export_import.py memory-child export|import DIR N (see run.py)")
