@@ -114,9 +114,7 @@ class Site:
         return answer
 
 
-def site_for(
-    record: ExportRecord, *, progress: Progress | None = None, hold: bool = True
-) -> Site:
+def site_for(record: ExportRecord, *, progress: Progress | None = None, hold: bool = True) -> Site:
     if not record.site:
         raise BadInput(f"export {record.name!r} is an offline bundle (no site); use import --in")
     return Site(find_profile(record.site), progress=progress, hold=hold)

@@ -170,7 +170,10 @@ def ssh_error(profile: SiteProfile, stderr: str, *, login: bool = False) -> Lumb
 
 def needs_login(profile: SiteProfile, expired: float | None = None) -> str:
     why = f"its login expired at {_clock(expired)}" if expired else "no login is live"
-    return f"site {profile.name} asks for a one-time code and {why}: run condor_lumberjack login {profile.name}"  # noqa: E501
+    return (
+        f"site {profile.name} asks for a one-time code and {why}: "
+        f"run condor_lumberjack login {profile.name}"
+    )
 
 
 # ---- the login of a site ---------------------------------------------------------------
@@ -249,3 +252,20 @@ def _read_record(profile: SiteProfile) -> dict[str, object]:
 
 def _clock(when: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(when)) if when else "-"
+
+
+def site_login(profile: SiteProfile) -> tuple[dict[str, object], str]:
+    """How the site is logged in to now, for `exports` and `status`: JSON and text."""
+    data: dict[str, object] = {
+        "auth": profile.auth,
+        "connection_sharing": profile.connection_sharing,
+    }
+    if profile.auth == "mfa" and not profile.connection_sharing:
+        return {**data, "live": False, "until": None}, "no login can be kept: use sync --watch"
+    if profile.auth == "key" and not socket_path(profile).exists():
+        return {**data, "live": False, "until": None}, "key: no login needed"
+    now = state(profile)
+    text = now.describe()
+    if profile.auth == "mfa" and not now.live:
+        text += f": run condor_lumberjack login {profile.name}"
+    return {**data, **now.to_json()}, text

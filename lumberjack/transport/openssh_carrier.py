@@ -82,9 +82,8 @@ class OpenSshCarrier:
             if not refused:
                 break
             if pause is None:
-                raise RemoteError(
-                    f"{self.address}: the site keeps refusing a session ({last_line(result.stderr)})"
-                )
+                why = last_line(result.stderr)
+                raise RemoteError(f"{self.address}: the site keeps refusing a session ({why})")
             time.sleep(pause)
         if result.exited == 255 and not result.stdout:
             if not self.path.exists() or "Permission denied" in result.stderr:
