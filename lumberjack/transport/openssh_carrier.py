@@ -6,6 +6,10 @@ sharing, one this process holds for its whole life (`held=True`, asked for once)
 command runs with BatchMode, so it never prompts: with no master it fails at once with
 LoginNeeded. Host keys are pinned as for fabric (StrictHostKeyChecking=yes against the
 profile's known_hosts).
+
+A site without connection sharing (sshd `MaxSessions 1`) lets the held master carry one
+session at a time: lumberjack runs its commands one after another, and a session refused
+while the previous one is still closing is tried again after a short pause.
 """
 
 from __future__ import annotations
