@@ -28,3 +28,11 @@ class Busy(LumberjackError):
     """Another lumberjack process holds the lock for this export; try again later."""
 
     exit_code = 4
+
+
+class LoginNeeded(LumberjackError):
+    """The site asks for a one-time code and no login (OpenSSH master) is live; nothing
+    was tried at the site. A person runs `condor_lumberjack login SITE` (or, where the
+    site allows no shared login, `sync --watch`)."""
+
+    exit_code = 5

@@ -1,7 +1,9 @@
 """`make demo`: the site journey shown to a person, step by step, on real daemons.
 
-alice submits jobs to the access-point pool; condor_lumberjack exports them for the
-testbed's emulated HPC site, ships the bundle over SSH, launches a remote pool there
+alice logs in once to the testbed's emulated HPC site, which asks for a one-time code as
+MFA sites do (the demo's "person" reads it from the testbed's authenticator, askpass.py);
+she submits jobs to the access-point pool; condor_lumberjack exports them for the site,
+ships the bundle over SSH riding that one login, launches a remote pool there
 (a schedd in an Apptainer instance on the login node, startds started by a Slurm pilot
 on the compute nodes c1..c3), waits for the jobs, fetches the results, imports them
 where alice's submit file expects them, and cleans up the site.
@@ -23,6 +25,8 @@ import journey  # noqa: E402
 import testbed  # noqa: E402
 
 JOBS = 12
+SITE = "testbed-mfa"  # the testbed's login node behind an sshd that asks for a code
+MFA_PORT = 2223
 FAILING = {5: 3}  # job 5 exits 3: lumberjack brings failures home as they are
 
 
@@ -45,6 +49,12 @@ def status_line(elapsed: float, answer: dict) -> str:
     return f"  {elapsed:5.0f} s  jobs: {jobs or '-'};  {pilots or 'no pilots'}"
 
 
+def authentications() -> int:
+    """Logins the site's MFA sshd accepted so far (its own auth log)."""
+    log = testbed.site().auth_log(MFA_PORT)
+    return log.read_text().count("Accepted ") if log.exists() else 0
+
+
 def show_where(state: Path) -> None:
     """How to point your own condor_lumberjack at this demo's ledger and testbed."""
     env = {"LUMBERJACK_STATE_DIR": str(state), **testbed.env()}
@@ -58,6 +68,8 @@ def main() -> int:
     ap_was_running = testbed.ACCESS_POINT.is_running()
     site_was_running = testbed.site().is_running()
     step(1, "Start the testbed: the access point's pool and the emulated HPC site")
+    if testbed.site().is_running() and not testbed.site().mfa_ready():
+        testbed.site().down()  # started by an older recipe: no MFA sshd yet
     os.environ.update(testbed.up())
     print("access point: HTCondor pool on loopback; site: login node hpc-login (sshd),")
     print("Slurm with 3 nodes of 2 cores (c1..c3), Apptainer; reached over SSH only")
@@ -70,7 +82,15 @@ def main() -> int:
     name = time.strftime("demo-%Y%m%d-%H%M%S")
     remote_dir = ""
     try:
-        step(2, f"alice submits {JOBS} jobs (input with a space, a subdirectory, a remap, "
+        step(2, "Log in once: the site asks for a one-time code; later commands ride the login")
+        os.environ.update(SSH_ASKPASS=str(HERE / "askpass.py"), SSH_ASKPASS_REQUIRE="force")
+        os.environ.pop("DISPLAY", None)
+        testbed.site().reset_otp()
+        logins_before = authentications()
+        show(["login", SITE, "--persist", "1h"])
+        print(f"logins accepted by the site so far: {authentications() - logins_before}")
+
+        step(3, f"alice submits {JOBS} jobs (input with a space, a subdirectory, a remap, "
                 "one fails)")  # fmt: skip
         job_dir = journey.make_job_dir(work)
         # Each job sleeps 3 s, so that the work spreads over the three nodes.
@@ -79,8 +99,8 @@ def main() -> int:
         )
         print(f"cluster {cluster} submitted from {job_dir}")
 
-        step(3, "Export for the site: the request is checked against the site's profile")
-        out = show(["export", "--ids", str(cluster), "--site", "testbed", "--nodes", "3",
+        step(4, "Export for the site: the request is checked against the site's profile")
+        out = show(["export", "--ids", str(cluster), "--site", SITE, "--nodes", "3",
                     "--cores", "2", "--walltime", "20m", "--name", name])  # fmt: skip
         remote_dir = f"/home/hpcuser/lumberjack/{name}"
         assert remote_dir in out, out
@@ -88,16 +108,16 @@ def main() -> int:
         print(f"local jobs now Managed = {sorted({a.get('Managed') for a in ads})}: "
               "the local schedd will not run them")  # fmt: skip
 
-        step(4, "Ship the bundle over SSH (verified by sha256); again: nothing moves")
+        step(5, "Ship the bundle over SSH (verified by sha256); again: nothing moves")
         show(["ship", name])
         show(["ship", name])
 
-        step(5, "Launch: the remote schedd starts on the shipped queue, a Slurm pilot starts")
+        step(6, "Launch: the remote schedd starts on the shipped queue, a Slurm pilot starts")
         show(["launch", name])
         print("$ squeue  (at the site)")
         print(journey.site_run("squeue -u hpcuser -o '%.6i %.34j %.8T %.6D %N'").rstrip())
 
-        step(6, "Status, until every job finished at the site")
+        step(7, "Status, until every job finished at the site")
         print(f"$ condor_lumberjack status {name} --json   (every 5 s)")
         started = time.monotonic()
         journey.wait_finished(
@@ -109,10 +129,10 @@ def main() -> int:
         )  # fmt: skip
         show(["status", name])
 
-        step(7, "Fetch: the remote schedd stops, its spool and the outputs come back")
+        step(8, "Fetch: the remote schedd stops, its spool and the outputs come back")
         show(["fetch", name])
 
-        step(8, "Import: outputs placed where the submit file said, job ads merged")
+        step(9, "Import: outputs placed where the submit file said, job ads merged")
         show(["import", name])
         print("the jobs' ads in the local history (after the schedd's next sweep):", flush=True)
         projection = ["ProcId", "JobStatus", "ExitCode", "Owner", "LastRemoteHost"]
@@ -123,14 +143,14 @@ def main() -> int:
                   f"ExitCode {ad['ExitCode']}  Owner {ad['Owner']}  "
                   f"ran on {node.group(1) if node else '?'}")  # fmt: skip
 
-        step(9, "alice's directory now")
+        step(10, "alice's directory now")
         for path in sorted(job_dir.rglob("*")):
             if path.is_file():
                 print(f"  {path.relative_to(job_dir)}  ({path.stat().st_size} bytes)")
         print("\nout.0 says:            ", (job_dir / "out.0").read_text().strip())
         print("results/renamed-5.txt: ", (job_dir / "results/renamed-5.txt").read_text().strip())
 
-        step(10, "Clean up: the site directory and the local bundle go")
+        step(11, "Clean up: the site directory and the local bundle go")
         show(["cleanup", name])
         show(["exports"])
         time.sleep(2)  # Slurm finishes a cancelled pilot in a moment
@@ -138,8 +158,12 @@ def main() -> int:
         print("left at the site (Slurm jobs, instances, mounts, processes):",
               "nothing" if not left else "\n  " + "\n  ".join(left))  # fmt: skip
         remote_dir = ""
+        print(f"logins accepted by the site for the whole journey: "
+              f"{authentications() - logins_before} (one code)")  # fmt: skip
+        show(["logout", SITE])
         show_where(work / "state")
     finally:
+        journey.lumberjack("logout", SITE, check=False)
         if remote_dir:
             journey.stop_at_site(name, remote_dir)
         if not ap_was_running:

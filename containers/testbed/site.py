@@ -10,7 +10,11 @@ background and then becomes `sleep infinity`):
 - slurmctld and three slurmd (`slurmd -N c1..c3`: three nodes on one host, each with
   its own port), partition `debug`;
 - sshd on 10.251.0.2:2222, key-only, for the SITE account `hpcuser` (uid 4343), whose
-  home is the bind-mounted `site/home/hpcuser`.
+  home is the bind-mounted `site/home/hpcuser`;
+- two more sshd that model MFA sites: the key AND a one-time code (TOTP through PAM's
+  pam_oath, keyboard-interactive) on port 2223, the same with no connection sharing
+  (`MaxSessions 1`) on port 2224; each logs its authentications to its own file
+  (`auth_log`), so tests count logins at the site. `otp_code()` is the code of now.
 
 Configs, keys, spools and logs live under testbed_dir()/site. The rootfs's
 /etc/slurm/slurm.conf (and cgroup.conf) are symlinks to the site's files, written at
@@ -39,6 +43,9 @@ VETH_SITE = "lj-site-s"
 HOST_ADDR = "10.251.0.1"
 SITE_ADDR = "10.251.0.2"
 SSH_PORT = 2222
+MFA_PORT = 2223  # key + one-time code
+MFA_SINGLE_PORT = 2224  # key + one-time code, one session at a time (no sharing)
+PAM_SERVICE = "lumberjack-mfa"
 HOSTNAME = "hpc-login"
 SITE_USER = "hpcuser"
 SITE_UID = 4343
@@ -93,6 +100,43 @@ class Site:
     @property
     def known_hosts(self) -> Path:
         return self.root / "known_hosts"
+
+    @property
+    def otp_secret_file(self) -> Path:
+        """hpcuser's TOTP secret (hex), as a person's authenticator app would hold it."""
+        return self.ssh_dir / "otp.secret"
+
+    @property
+    def otp_users_file(self) -> Path:
+        return self.ssh_dir / "users.oath"
+
+    def auth_log(self, port: int) -> Path:
+        """The authentication log of the MFA sshd on `port`."""
+        return self.ssh_dir / f"sshd-{port}.log"
+
+    def otp_code(self, at: float | None = None) -> str:
+        """The TOTP code (RFC 6238: 30 s steps, 6 digits, SHA-1) of `at` (default now)."""
+        return totp(bytes.fromhex(self.otp_secret_file.read_text().strip()), at)
+
+    def reset_otp(self) -> None:
+        """Forget the last code used: pam_oath refuses a code twice, and tests log in
+        more than once within one 30 s step."""
+        secret = self.otp_secret_file.read_text().strip()
+        fd = os.open(self.otp_users_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(f"HOTP/T30/6\t{SITE_USER}\t-\t{secret}\n")
+        os.chmod(self.otp_users_file, 0o600)
+
+    def mfa_ready(self) -> bool:
+        """Whether the running site has the MFA sshds (a site started by an older
+        recipe has not)."""
+        for port in (MFA_PORT, MFA_SINGLE_PORT):
+            try:
+                with socket.create_connection((SITE_ADDR, port), timeout=1):
+                    pass
+            except OSError:
+                return False
+        return True
 
     @property
     def host(self) -> str:
@@ -186,7 +230,7 @@ class Site:
             if not ssh_ok:
                 try:
                     with socket.create_connection((SITE_ADDR, SSH_PORT), timeout=1):
-                        ssh_ok = True
+                        ssh_ok = self.mfa_ready()
                 except OSError:
                     pass
             if ssh_ok:
@@ -234,6 +278,7 @@ class Site:
         self._write_keys(rootfs)
         self._write_home()
         self._write_slurm(rootfs)
+        self._write_otp(rootfs)
         self._write_sshd()
         (root / "anchor.sh").write_text(self._anchor_script())
 
@@ -261,7 +306,12 @@ class Site:
                 )
             os.chmod(path, 0o600)
         key_type, key_data = host_key.with_suffix(".pub").read_text().split()[:2]
-        self.known_hosts.write_text(f"[{SITE_ADDR}]:{SSH_PORT} {key_type} {key_data}\n")
+        self.known_hosts.write_text(
+            "".join(
+                f"[{SITE_ADDR}]:{port} {key_type} {key_data}\n"
+                for port in (SSH_PORT, MFA_PORT, MFA_SINGLE_PORT)
+            )
+        )
         os.chmod(self.known_hosts, 0o644)
 
     def _write_home(self) -> None:
@@ -331,25 +381,55 @@ PartitionName={PARTITION} Nodes={nodes} Default=YES MaxTime=01:00:00 State=UP
                 link.unlink()
             link.symlink_to(s / "etc" / name)
 
+    def _write_otp(self, rootfs: Path) -> None:
+        """hpcuser's TOTP secret, pam_oath's users file (root's, writable: pam_oath
+        records the last code there) and the PAM service of the MFA sshds."""
+        if not self.otp_secret_file.exists():
+            fd = os.open(self.otp_secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(os.urandom(20).hex() + "\n")
+        self.reset_otp()
+        (rootfs / "etc" / "pam.d" / PAM_SERVICE).write_text(
+            "# the testbed's MFA logins (containers/testbed/site.py): a one-time code\n"
+            f"auth requisite pam_oath.so usersfile={self.otp_users_file} window=2 digits=6\n"
+            "account required pam_unix.so\n"
+            "session required pam_unix.so\n"
+        )
+
     def _write_sshd(self) -> None:
-        (self.ssh_dir / "sshd_config").write_text(
-            f"""# testbed site login node: key-only, hpcuser only
-ListenAddress {SITE_ADDR}
-Port {SSH_PORT}
+        common = f"""ListenAddress {SITE_ADDR}
 HostKey {self.ssh_dir / "ssh_host_ed25519_key"}
-PidFile {self.ssh_dir / "sshd.pid"}
 AuthorizedKeysFile .ssh/authorized_keys
 PubkeyAuthentication yes
 PasswordAuthentication no
-KbdInteractiveAuthentication no
 PermitRootLogin no
 AllowUsers {SITE_USER}
-UsePAM no
 PrintMotd no
 Subsystem sftp internal-sftp
 SetEnv SLURM_CONF={self.slurm_conf}
+# sid's OpenSSH throttles a source after connections dropped before authentication
+# (the host-key refusal tests make them); every test comes from the same address.
+PerSourcePenalties no
 """
+        (self.ssh_dir / "sshd_config").write_text(
+            f"""# testbed site login node: key-only, hpcuser only
+Port {SSH_PORT}
+PidFile {self.ssh_dir / "sshd.pid"}
+KbdInteractiveAuthentication no
+UsePAM no
+{common}"""
         )
+        for port, extra in ((MFA_PORT, ""), (MFA_SINGLE_PORT, "MaxSessions 1\n")):
+            (self.ssh_dir / f"sshd_config_{port}").write_text(
+                f"""# testbed site login node as an MFA site: the key AND a one-time code
+Port {port}
+PidFile {self.ssh_dir / f"sshd-{port}.pid"}
+UsePAM yes
+PAMServiceName {PAM_SERVICE}
+KbdInteractiveAuthentication yes
+AuthenticationMethods publickey,keyboard-interactive:pam
+{extra}{common}"""
+            )
 
     def _anchor_script(self) -> str:
         q = shlex.quote
@@ -358,6 +438,11 @@ SetEnv SLURM_CONF={self.slurm_conf}
         node_lines = "\n".join(
             f"/usr/sbin/slurmd -D -N {node} >>{q(str(s / 'log' / f'slurmd-{node}.out'))} 2>&1 &"
             for node in NODES
+        )
+        mfa_lines = "\n".join(
+            f"/usr/sbin/sshd -D -f {q(str(self.ssh_dir / f'sshd_config_{port}'))} "
+            f"-E {q(str(self.auth_log(port)))} &"
+            for port in (MFA_PORT, MFA_SINGLE_PORT)
         )
         return f"""#!/bin/bash
 # The site's anchor (written by containers/testbed/site.py): start the daemons in the
@@ -377,6 +462,7 @@ for _ in $(seq 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.1; done
 mkdir -p /run/sshd && chmod 755 /run/sshd
 /usr/sbin/sshd -D -e -f {q(str(self.ssh_dir / "sshd_config"))} \\
     >>{q(str(self.ssh_dir / "sshd.log"))} 2>&1 &
+{mfa_lines}
 exec sleep infinity
 """
 
@@ -443,6 +529,19 @@ def stop_pid_only(pid: int, timeout: float = 5.0) -> None:
             if not testbed._alive(pid):
                 return
             time.sleep(0.1)
+
+
+def totp(secret: bytes, at: float | None = None, step: int = 30, digits: int = 6) -> str:
+    """RFC 6238 (HOTP of the 30 s step number, RFC 4226), as pam_oath checks it."""
+    import hashlib
+    import hmac
+    import struct
+
+    counter = int((time.time() if at is None else at) // step)
+    digest = hmac.new(secret, struct.pack(">Q", counter), hashlib.sha1).digest()
+    offset = digest[-1] & 0x0F
+    number = struct.unpack(">I", digest[offset : offset + 4])[0] & 0x7FFFFFFF
+    return str(number % 10**digits).zfill(digits)
 
 
 SITE = Site()

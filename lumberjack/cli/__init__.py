@@ -20,6 +20,7 @@ def cli() -> None:
     Typical journey:
       condor_lumberjack sites check perlmutter --nodes 4 --walltime 2h
       condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --name calib
+      condor_lumberjack login polaris   # MFA sites: once a day, asks for the code
       condor_lumberjack sync            # from cron, every minute
       condor_lumberjack status calib
 
@@ -35,6 +36,7 @@ def _register() -> None:
     from lumberjack.cli import (
         export_cmd,  # noqa: F401
         inspect_cmd,  # noqa: F401
+        login_cmd,  # noqa: F401
         site_cmd,  # noqa: F401
         sites_cmd,  # noqa: F401
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_from_options, request_options
-from lumberjack.errors import BadInput
+from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state import phases
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase
@@ -117,10 +118,12 @@ def export_to_site(
     dry_run: bool,
     request_flags: dict[str, object],
     show_progress: bool = True,
+    held: Any = None,
 ) -> tuple[dict[str, Any], str]:
     """Export for a site: request checked against the profile before any login, then
-    one SSH connection resolves where the export will live there. What to print: the
-    JSON object and the text."""
+    one SSH connection (`held`, a lifecycle.Site the caller keeps open, or one of its
+    own) resolves where the export will live there. What to print: the JSON object and
+    the text."""
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import lifecycle
@@ -131,7 +134,7 @@ def export_to_site(
         profile, job_runtimes_s=export_mod.runtimes_s(jobs), **request_flags
     )
     report = report_lines(request, profile)
-    with lifecycle.Site(profile) as connection:
+    with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
         if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
@@ -359,5 +362,22 @@ def exports_command(as_json: bool) -> None:
         lines.append(f"{r.name:24} {r.phase:11} {r.site or '-':12} {len(r.jobs):<5} {r.bundle_dir}")
     if not records:
         lines = [f"no exports in {ledger.path} (another ledger: set $LUMBERJACK_STATE_DIR)"]
-    data = {"ok": True, "ledger": str(ledger.path), "exports": [r.to_json() for r in records]}
+    logins = _logins(sorted({r.site for r in records if r.site}))
+    lines += [f"login to {site}: {text}" for site, (_, text) in logins.items()]
+    data = {"ok": True, "ledger": str(ledger.path), "exports": [r.to_json() for r in records],
+            "logins": {site: login for site, (login, _) in logins.items()}}  # fmt: skip
     emit(as_json, data, "\n".join(lines))
+
+
+def _logins(sites: list[str]) -> dict[str, tuple[dict[str, object], str]]:
+    """Per site: whether a login is live and until when (no network: ssh -O check)."""
+    from lumberjack.profiles.sites import find_profile
+    from lumberjack.transport.login import site_login
+
+    found = {}
+    for site in sites:
+        try:
+            found[site] = site_login(find_profile(site))
+        except LumberjackError as exc:  # a profile gone since the export
+            found[site] = ({"error": str(exc)}, f"unknown ({exc})")
+    return found

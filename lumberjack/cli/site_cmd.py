@@ -12,7 +12,7 @@ from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_options
-from lumberjack.errors import Busy, LumberjackError
+from lumberjack.errors import Busy, LoginNeeded, LumberjackError
 from lumberjack.state import lifecycle, phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
@@ -94,6 +94,8 @@ def status_command(name: str, as_json: bool) -> None:
     Example:
       condor_lumberjack status calib --json
     """
+    from lumberjack.transport.login import site_login
+
     ledger = Ledger()
     record = ledger.get(name)
     if not phases.ends("status", record.phase):
@@ -102,12 +104,14 @@ def status_command(name: str, as_json: bool) -> None:
         return
     with lifecycle.site_for(record) as site:
         answer = lifecycle.refresh_status(ledger, site, record)
+    login, login_text = site_login(site.profile)
     phase = ledger.get(name).phase
     jobs = ", ".join(f"{count} {state}" for state, count in sorted(answer["jobs"].items()))
     pilots = ", ".join(f"{job} {state}" for job, state in answer["pilots"].items()) or "none"
-    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer},
+    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
-         f"  pool:   {'running' if answer['pool_running'] else 'stopped'}")  # fmt: skip
+         f"  pool:   {'running' if answer['pool_running'] else 'stopped'}\n"
+         f"  login:  {record.site}: {login_text}")  # fmt: skip
 
 
 @cli.command("fetch")
@@ -158,20 +162,71 @@ def cleanup_command(name: str, dry_run: bool, as_json: bool) -> None:
 
 @cli.command("sync")
 @click.option("--name", "names", multiple=True, help="Only these exports (default: all).")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep advancing until no export has a step left, over one connection per site "
+    "held all along (asks once at an MFA site that allows no connection sharing).",
+)
+@click.option("--poll", default=30.0, metavar="SECONDS", help="Seconds between rounds of --watch.")
 @dry_run_option
 @json_option
-def sync_command(names: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+def sync_command(
+    names: tuple[str, ...], watch: bool, poll: float, dry_run: bool, as_json: bool
+) -> None:
     """Advance every export one safe step or more; for cron, safe to run every minute.
 
-    An export another lumberjack process is working on is skipped, not waited for. An
-    export left half-exported by a crash is handed back to the local schedd.
+    One connection per site serves all its exports. An export another lumberjack
+    process is working on is skipped, not waited for. An export left half-exported by a
+    crash is handed back to the local schedd. At an MFA site it rides the login
+    (`condor_lumberjack login SITE`) and never asks; with none it fails at once (exit 5).
+    With --watch, one line (or JSON object) per round.
 
     \b
     Example crontab line:
       * * * * * condor_lumberjack sync --json >> ~/.local/state/condor-lumberjack/sync.log 2>&1
+    Where a site allows no connection sharing, in a terminal multiplexer instead:
+      condor_lumberjack sync --watch
     """
     ledger = Ledger()
-    results = lifecycle.sync(ledger, names=names, dry_run=dry_run)
+    if not watch:
+        _sync_round(ledger, lifecycle.sync(ledger, names=names, dry_run=dry_run), dry_run, as_json)
+        return
+    sites: dict[str, lifecycle.Site] = {}
+    try:
+        while True:
+            results = lifecycle.sync(
+                ledger, names=names, dry_run=dry_run, sites=sites,
+                open_site=lambda record: lifecycle.site_for(record, hold=True),
+            )  # fmt: skip
+            code = _sync_round(ledger, results, dry_run, as_json, exit_on_error=False)
+            if code == LoginNeeded.exit_code or dry_run or not _pending(ledger, names):
+                break
+            time.sleep(poll)
+    finally:
+        for site in sites.values():
+            site.close()
+    if code:
+        sys.exit(code)
+
+
+def _pending(ledger: Ledger, names: tuple[str, ...]) -> bool:
+    """Whether sync has a step left for any export (of those named)."""
+    return any(
+        phases.sync_step(record.phase) is not None
+        for record in ledger.list()
+        if not names or record.name in names
+    )
+
+
+def _sync_round(
+    ledger: Ledger,
+    results: list[dict[str, Any]],
+    dry_run: bool,
+    as_json: bool,
+    exit_on_error: bool = True,
+) -> int:
+    """Print one round of sync; its exit code (the errors' own when they share one)."""
     failed = [r for r in results if r.get("error")]
     lines = [
         f"{r['name']:24} {r['phase']:10} "
@@ -180,8 +235,11 @@ def sync_command(names: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     ]
     emit(as_json, {"ok": not failed, "dry_run": dry_run, "exports": results},
          "\n".join(lines) or "no exports to advance")  # fmt: skip
-    if failed:
-        sys.exit(LumberjackError.exit_code)
+    codes = {r.get("exit_code", LumberjackError.exit_code) for r in failed}
+    code = (codes.pop() if len(codes) == 1 else LumberjackError.exit_code) if failed else 0
+    if code and exit_on_error:
+        sys.exit(code)
+    return code
 
 
 @cli.command("run")
@@ -211,7 +269,8 @@ def run_command(
 ) -> None:
     """Export, ship, launch, wait, fetch and import: the whole journey, for scripts and
     DAGMan nodes. Exit code 0 only when every job came back completed. With --json, one
-    JSON object at the end (the export's own under "export").
+    JSON object at the end (the export's own under "export"). One connection to the
+    site serves every step (at an MFA site without a login: asked for once).
 
     \b
     Examples:
@@ -221,31 +280,24 @@ def run_command(
     from lumberjack.ap import export as export_mod
     from lumberjack.ap.schedd import LocalSchedd
     from lumberjack.cli.export_cmd import export_to_site
+    from lumberjack.profiles.sites import find_profile
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
     ledger = Ledger()
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     schedd = LocalSchedd()
-    exported, text = export_to_site(
-        ledger, schedd, selection, site, name, dry_run, request_flags, not as_json
-    )
-    if dry_run:
-        emit(as_json, exported, text)
-        return
-    if not as_json:
-        click.echo(text)
-    deadline = time.monotonic() + timeout if timeout > 0 else None
-    while True:
-        results = lifecycle.sync(ledger, names=(name,), schedd=schedd)
-        record = ledger.get(name)
-        if results and results[0].get("error"):
-            raise LumberjackError(f"{name}: {results[0]['error']}")
-        if record.phase == Phase.IMPORTED or not wait:
-            break
-        if deadline is not None and time.monotonic() > deadline:
-            raise Busy(f"{name} is still {record.phase} after {timeout:.0f} s; `sync` goes on")
-        time.sleep(poll)
+    held = lifecycle.Site(find_profile(site))  # the one connection of every step
+    with held:
+        exported, text = export_to_site(
+            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json, held
+        )
+        if dry_run:
+            emit(as_json, exported, text)
+            return
+        if not as_json:
+            click.echo(text)
+        _wait(ledger, schedd, name, held, wait, poll, timeout)
     record = ledger.get(name)
     imported = record.info.get("imported") or {}
     complete = record.phase == Phase.IMPORTED and imported.get("completed") == len(record.jobs)
@@ -255,3 +307,29 @@ def run_command(
          f"{plural(len(record.jobs), 'job')} completed")  # fmt: skip
     if wait and not complete:
         sys.exit(LumberjackError.exit_code)
+
+
+def _wait(
+    ledger: Ledger,
+    schedd: Any,
+    name: str,
+    site: lifecycle.Site,
+    wait: bool,
+    poll: float,
+    timeout: float,
+) -> None:
+    """Sync one export over `site` until imported (once without `wait`)."""
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    sites = {site.profile.name: site}
+    while True:
+        results = lifecycle.sync(ledger, names=(name,), schedd=schedd, sites=sites)
+        record = ledger.get(name)
+        if results and results[0].get("error"):
+            error = LumberjackError(f"{name}: {results[0]['error']}")
+            error.exit_code = results[0].get("exit_code", error.exit_code)
+            raise error
+        if record.phase == Phase.IMPORTED or not wait:
+            return
+        if deadline is not None and time.monotonic() > deadline:
+            raise Busy(f"{name} is still {record.phase} after {timeout:.0f} s; `sync` goes on")
+        time.sleep(poll)

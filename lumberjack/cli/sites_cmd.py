@@ -125,6 +125,10 @@ def _show_text(p: SiteProfile) -> str:
         ("profile", display_path(p.path)),
         ("source", p.source + (f" (checked {p.checked})" if p.checked else "")),
         ("login", login + ("" if p.user else "  (user: your ssh config or local name)")),
+        (
+            "auth",
+            f"{p.auth}, connection sharing {'allowed' if p.connection_sharing else 'refused'}",
+        ),
         ("known_hosts", p.known_hosts or "-"),
         ("identity", p.identity_file or "-"),
         ("base_dir", p.base_dir),

@@ -12,7 +12,8 @@ again only submits pilots when idle jobs are left and none is queued or running,
 fetching again re-verifies what came back. `advance` takes an export as far as it can
 go without waiting, which is what `sync` (cron) and `run --wait` do.
 
-Every command opens at most one SSH connection per site (`Site`), on first use.
+Every command opens at most one SSH connection per site (`Site`), on first use; `sync`
+serves every export of a site over that one connection.
 """
 
 from __future__ import annotations
@@ -54,20 +55,36 @@ MAX_PILOT_ROUNDS = 10
 
 
 class Site:
-    """The site of one command: its profile and (opened on first use) one connection."""
+    """The site of one command: its profile and (opened on first use) one connection.
 
-    def __init__(self, profile: SiteProfile, *, progress: Progress | None = None) -> None:
+    `hold`: the command may hold a connection of its own that asks a person once (at an
+    MFA site that allows no connection sharing); cron's `sync` may not. A connection
+    that could not be opened is not tried again by the same command: its error repeats.
+    """
+
+    def __init__(
+        self, profile: SiteProfile, *, progress: Progress | None = None, hold: bool = True
+    ) -> None:
         self.profile = profile
         self.progress = progress
+        self.hold = hold
         self._conn: Any = None
+        self._failed: LumberjackError | None = None
 
     @property
     def conn(self) -> Any:
+        if self._failed is not None:
+            raise self._failed
         if self._conn is None:
             from lumberjack.transport import SiteConnection
 
-            self._conn = SiteConnection(self.profile)
-            self._conn.open()
+            try:
+                conn = SiteConnection(self.profile, hold=self.hold)
+                conn.open()
+            except LumberjackError as exc:
+                self._failed = exc
+                raise
+            self._conn = conn
         return self._conn
 
     def close(self) -> None:
@@ -102,10 +119,10 @@ class Site:
         return answer
 
 
-def site_for(record: ExportRecord, *, progress: Progress | None = None) -> Site:
+def site_for(record: ExportRecord, *, progress: Progress | None = None, hold: bool = True) -> Site:
     if not record.site:
         raise BadInput(f"export {record.name!r} is an offline bundle (no site); use import --in")
-    return Site(find_profile(record.site), progress=progress)
+    return Site(find_profile(record.site), progress=progress, hold=hold)
 
 
 def layout_of(record: ExportRecord) -> ExportLayout:
@@ -378,12 +395,37 @@ def sync(
     names: tuple[str, ...] = (),
     dry_run: bool = False,
     schedd: Any = None,
-    open_site: Callable[[ExportRecord], Site] = site_for,
+    open_site: Callable[[ExportRecord], Site] | None = None,
+    sites: dict[str, Site] | None = None,
 ) -> list[dict[str, Any]]:
     """Advance every export (or those named) as far as it goes now; never waits for a
     lock another process holds. One line of result per export, errors included.
     A step that fails leaves the phase as it was (recorded as a failed step), so the
-    next sync tries again."""
+    next sync tries again.
+
+    One connection per site serves all its exports: `sites` (site name -> Site) holds
+    them; a caller that passes its own (`sync --watch`, `run --wait`) keeps them open
+    across calls and closes them, otherwise they are closed here. `open_site` makes a
+    missing one (default: `site_for` without `hold`, as cron has nobody to ask)."""
+    own_sites = sites is None
+    sites = {} if sites is None else sites
+    open_site = open_site or (lambda record: site_for(record, hold=False))
+    try:
+        return _sync(ledger, names, dry_run, schedd, open_site, sites)
+    finally:
+        if own_sites:
+            for site in sites.values():
+                site.close()
+
+
+def _sync(
+    ledger: Ledger,
+    names: tuple[str, ...],
+    dry_run: bool,
+    schedd: Any,
+    open_site: Callable[[ExportRecord], Site],
+    sites: dict[str, Site],
+) -> list[dict[str, Any]]:
     results = []
     for record in ledger.list():
         if names and record.name not in names:
@@ -404,12 +446,14 @@ def sync(
                 if phases.sync_step(current.phase) == "rollback":
                     entry["steps"] = [recover_exporting(ledger, schedd, current)]
                 elif current.site:
-                    with open_site(current) as site:
-                        entry["steps"] = advance(ledger, site, schedd, record.name)
+                    if current.site not in sites:
+                        sites[current.site] = open_site(current)
+                    entry["steps"] = advance(ledger, sites[current.site], schedd, record.name)
         except Busy:
             entry["steps"] = ["busy: skipped"]
         except LumberjackError as exc:
             entry["error"] = str(exc)
+            entry["exit_code"] = exc.exit_code
         entry["phase"] = ledger.get(record.name).phase.value
         results.append(entry)
     return results

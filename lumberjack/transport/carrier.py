@@ -3,8 +3,8 @@ the site with its stdin and stdout as streams.
 
 Everything else (commands, the site agent, transfers, path expansion) is built on
 `Carrier.exec` in `SiteConnection`, so a carrier is all a new way of reaching a site
-needs: `FabricCarrier` (paramiko, keys) is one; an OpenSSH ControlMaster carrier (one
-MFA login shared by `ssh -S socket` processes) would be another.
+needs: `FabricCarrier` (paramiko, keys) is one; `OpenSshCarrier` (one MFA login shared
+by `ssh -S socket` processes) is another.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
         site.upload(bundle / "spool", f"{root}/spool", manifest.files, progress=bar)
 
 One connection per command (so at most one login prompt); commands, the site agent's
-calls and transfers all run on it through its `Carrier` (fabric unless one is given).
+calls and transfers all run on it through its `Carrier` (`carrier_for` chooses one from
+the site's profile unless one is given).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from typing import Any
 
 from lumberjack.core.manifest import FileEntry
 from lumberjack.core.safe import REMOTE_PATH
-from lumberjack.errors import BadInput, RemoteError
+from lumberjack.errors import BadInput, LoginNeeded, RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import transfer
 from lumberjack.transport.carrier import Carrier, LinkLost, RunResult
 from lumberjack.transport.fabric_carrier import CONNECT_TIMEOUT, FabricCarrier
 from lumberjack.transport.helper import helper_command
 from lumberjack.transport.messages import CHUNK, last_line, short
+from lumberjack.transport.openssh_carrier import OpenSshCarrier
 from lumberjack.transport.states import FileState, TransferReport
 from lumberjack.transport.transfer import Progress
 
@@ -32,6 +34,36 @@ from lumberjack.transport.transfer import Progress
 _EXPANDABLE = REMOTE_PATH
 # What an expanded path may not hold: it is quoted into later commands.
 _BAD_RESULT = re.compile(r"[\x00-\x1f\x7f'\"`\\]")
+
+
+def carrier_for(
+    profile: SiteProfile, *, hold: bool = True, connect_timeout: float = CONNECT_TIMEOUT
+) -> Carrier:
+    """How this command reaches the site.
+
+    - `auth = "mfa"`: the site's login (an OpenSSH master a person opened once); with
+      none, LoginNeeded before any connection is tried. Where the site allows no
+      connection sharing there is no login to ride: the command holds an OpenSSH master
+      of its own, asking once (`hold`; without it LoginNeeded says to use `sync --watch`).
+    - `auth = "key"`: fabric, unless the person opened a login for the site anyway (a
+      key with a passphrase, a site that limits connections per minute): then that one,
+      since it costs the site no new authentication.
+    """
+    from lumberjack.transport import login
+
+    if profile.auth == "mfa" and not profile.connection_sharing:
+        if not hold:
+            raise LoginNeeded(
+                f"site {profile.name} asks for a one-time code and allows no connection "
+                "sharing, so no login can be kept for cron: run condor_lumberjack sync "
+                "--watch in a terminal multiplexer (it asks once and holds one connection)"
+            )
+        return OpenSshCarrier(profile, held=True)
+    if profile.auth == "mfa":
+        return OpenSshCarrier(profile)
+    if login.socket_path(profile).exists() and login.state(profile).live:
+        return OpenSshCarrier(profile)
+    return FabricCarrier(profile, connect_timeout=connect_timeout)
 
 
 class SiteConnection:
@@ -43,9 +75,12 @@ class SiteConnection:
         *,
         connect_timeout: float = CONNECT_TIMEOUT,
         carrier: Carrier | None = None,
+        hold: bool = True,
     ) -> None:
         self.profile = profile
-        self.carrier: Carrier = carrier or FabricCarrier(profile, connect_timeout=connect_timeout)
+        self.carrier: Carrier = carrier or carrier_for(
+            profile, hold=hold, connect_timeout=connect_timeout
+        )
         self.address = self.carrier.address
         self._expanded: dict[str, str] = {}
 

@@ -35,6 +35,34 @@ def host_key_name(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
 
 
+def _fix(profile: SiteProfile, known_hosts: Path) -> tuple[str, str, str]:
+    """How known_hosts names the site, the ssh-keyscan line, the fingerprint check."""
+    host, port = profile.login_host, profile.port
+    keyscan = f"ssh-keyscan {'-p ' + str(port) + ' ' if port != 22 else ''}{host}"
+    verify = (
+        f"then check its fingerprint (ssh-keygen -lf {known_hosts}) against the one "
+        "the site publishes"
+    )
+    return host_key_name(host, port), keyscan, verify
+
+
+def changed_key(profile: SiteProfile, known_hosts: Path) -> RemoteError:
+    name, keyscan, verify = _fix(profile, known_hosts)
+    return RemoteError(
+        f"host key of {name} does not match {known_hosts}: the site changed its key "
+        f"or someone is in the way; if the site announced a new key, run "
+        f"ssh-keygen -R '{name}' -f {known_hosts} && {keyscan} >> {known_hosts}, {verify}"
+    )
+
+
+def unknown_key(profile: SiteProfile, known_hosts: Path) -> RemoteError:
+    name, keyscan, verify = _fix(profile, known_hosts)
+    return RemoteError(
+        f"host key of {name} is not in {known_hosts}; add it with "
+        f"{keyscan} >> {known_hosts}, {verify}"
+    )
+
+
 def connect_error(
     profile: SiteProfile, exc: BaseException, known_hosts: Path, connect_timeout: float
 ) -> BaseException:
@@ -42,26 +70,13 @@ def connect_error(
     when it is none of the SSH or network failures)."""
     host, port = profile.login_host, profile.port
     address = f"{host}:{port}"
-    name = host_key_name(host, port)
-    keyscan = f"ssh-keyscan {'-p ' + str(port) + ' ' if port != 22 else ''}{host}"
-    verify = (
-        f"then check its fingerprint (ssh-keygen -lf {known_hosts}) against the one "
-        "the site publishes"
-    )
     where = f"{profile.user + '@' if profile.user else ''}{address}"
     if isinstance(exc, paramiko.BadHostKeyException):
-        return RemoteError(
-            f"host key of {name} does not match {known_hosts}: the site changed its key "
-            f"or someone is in the way; if the site announced a new key, run "
-            f"ssh-keygen -R '{name}' -f {known_hosts} && {keyscan} >> {known_hosts}, {verify}"
-        )
+        return changed_key(profile, known_hosts)
     if isinstance(exc, paramiko.AuthenticationException):
         return RemoteError(f"cannot log in to {where}: authentication failed ({exc})")
     if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
-        return RemoteError(
-            f"host key of {name} is not in {known_hosts}; add it with "
-            f"{keyscan} >> {known_hosts}, {verify}"
-        )
+        return unknown_key(profile, known_hosts)
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         return RemoteError(f"cannot connect to {address}: connection refused")
     if isinstance(exc, (socket.timeout, TimeoutError)):

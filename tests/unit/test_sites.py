@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
 PACKAGED = Path(lumberjack.profiles.__file__).parent / "site-profiles"
 REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
+TESTBED_SITES = ["testbed", "testbed-mfa", "testbed-mfa-nosharing"]
 
 
 @pytest.fixture(autouse=True)
@@ -79,13 +80,13 @@ def error_of(path: Path) -> str:
 
 def test_every_shipped_profile_loads():
     names = [profile.name for profile in list_profiles()]
-    assert names == sorted(["testbed", *REAL_SITES])
+    assert names == sorted([*TESTBED_SITES, *REAL_SITES])
 
 
 def test_profiles_are_found_through_the_package():
     shipped = resources.files("lumberjack.profiles") / "site-profiles"
     names = sorted(item.name for item in shipped.iterdir() if item.name.endswith(".toml"))
-    assert names == sorted(f"{name}.toml" for name in ["testbed", *REAL_SITES])
+    assert names == sorted(f"{name}.toml" for name in [*TESTBED_SITES, *REAL_SITES])
     assert (shipped / "README.md").is_file()
     assert shipped_profile_dir() == Path(str(shipped)) == PACKAGED
     assert profile_files()["perlmutter"] == PACKAGED / "perlmutter.toml"
@@ -332,7 +333,7 @@ def test_unknown_site_names_the_known_ones():
     message = str(info.value)
     assert message.startswith(
         "unknown site 'perlmuter'; known sites: anvil, bridges2, delta, expanse, frontier, "
-        "perlmutter, polaris, testbed, theta"
+        "perlmutter, polaris, testbed, testbed-mfa, testbed-mfa-nosharing, theta"
     )
     assert message.endswith('did you mean "perlmutter"?')
 
