@@ -332,6 +332,12 @@ def report_lines(request: ResourceRequest, profile: SiteProfile) -> list[str]:
         flag = _FLAGS[key]
         where = f"from {flag}" if origin == flag else f"{origin}; change with {flag}"
         lines.append(f"{key:<12} {value:<{width}}   ({where})")
+    cap = profile.schedd.max_running_jobs
+    running = f"{cap} jobs at once" if cap else "no cap"
+    lines.append(
+        f"{'running':<12} {running:<{width}}   "
+        "(site policy: the profile's [schedd] max_running_jobs)"
+    )
     retire = retire_before_end_s(request)
     lines.append(
         f"{'retire':<12} {format_walltime(retire):<{width}}   "
@@ -357,6 +363,8 @@ def report_dict(request: ResourceRequest, profile: SiteProfile) -> dict[str, Any
         "allocation": request.allocation,
         "max_job_runtime_s": request.max_job_runtime_s,
         "retire_before_end_s": retire_before_end_s(request),
+        "max_running_jobs": profile.schedd.max_running_jobs,
+        "schedd_placement": profile.schedd.placement,
         "origins": dict(request.origins),
     }
 

@@ -434,6 +434,7 @@ def settings_for(layout: ExportLayout, launch: dict) -> PoolSettings:
         image=launch["image"],
         binds=tuple(launch.get("binds", ())),
         idle_shutdown_s=int(launch.get("idle_shutdown_s", 300)),
+        max_running_jobs=launch.get("max_running_jobs"),
     )
 
 

@@ -113,6 +113,7 @@ class PoolSettings:
     image: str  # the site image (SIF) the pilots run
     binds: tuple[str, ...] = ()  # extra Apptainer binds from the profile
     idle_shutdown_s: int = 300  # a startd with no job for this long exits
+    max_running_jobs: int | None = None  # the site's policy cap (None: HTCondor's default)
 
     @property
     def trust_domain(self) -> str:
@@ -196,7 +197,19 @@ UPDATE_INTERVAL = 10
 # A killed pilot's startd says no goodbye: its ad goes after a minute without updates
 # (they come every 10 s), not 15, so its slot is not matched again meanwhile.
 CLASSAD_LIFETIME = 60
-"""
+{policy_caps(settings)}"""
+
+
+def policy_caps(settings: PoolSettings) -> str:
+    """Config lines for the site's policy caps: one condor_shadow per running job, so a
+    cap on the user's processes (Polaris: 128 per user on the login nodes) caps the jobs
+    the schedd may run at once."""
+    if settings.max_running_jobs is None:
+        return ""
+    return (
+        "# The site's policy cap (profile [schedd] max_running_jobs).\n"
+        f"MAX_JOBS_RUNNING = {settings.max_running_jobs}\n"
+    )
 
 
 def pilot_config(settings: PoolSettings) -> str:

@@ -50,6 +50,8 @@ FETCH_EXCLUDE = (
 )  # fmt: skip
 #: How long a pilot token stays valid beyond the walltime: time in the batch queue.
 TOKEN_QUEUE_ALLOWANCE_S = 3 * 24 * 3600
+#: Container runtimes the site agent can run the pool and the pilots with.
+SUPPORTED_RUNTIMES = ("apptainer", "singularity")
 #: How many times `sync` submits pilots for an export before it asks a person.
 MAX_PILOT_ROUNDS = 10
 
@@ -185,6 +187,7 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
 def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> dict:
     """launch.json: what the agent needs to start the pool and the pilots."""
+    check_runtime(profile)
     data = dict(record.info["request"])
     data["origins"] = tuple(tuple(pair) for pair in data.get("origins", ()))
     request = ResourceRequest(**data)
@@ -206,12 +209,26 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
         "port": profile.schedd.port,
         "token_lifetime_s": request.walltime_s + TOKEN_QUEUE_ALLOWANCE_S,
         "idle_shutdown_s": request.idle_shutdown_s,
+        "max_running_jobs": profile.schedd.max_running_jobs,
+        "placement": profile.schedd.placement,
     }
+
+
+def check_runtime(profile: SiteProfile) -> None:
+    """BadInput, in one line, for a container runtime the agent cannot use yet: better
+    than a launch that fails obscurely at the site."""
+    runtime = profile.container.runtime
+    if runtime not in SUPPORTED_RUNTIMES:
+        raise BadInput(
+            f"runtime {runtime} is not supported yet; site {profile.name} needs "
+            f"{' or '.join(SUPPORTED_RUNTIMES)} ([container] runtime in its profile)"
+        )
 
 
 def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Start the remote pool on the shipped queue and submit the pilots."""
     check_phase(record, "launch")
+    check_runtime(site.profile)
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:

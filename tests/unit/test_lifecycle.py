@@ -55,6 +55,42 @@ def test_launch_plan_comes_from_the_recorded_request(ledger: Ledger) -> None:
     assert plan["spec"]["node_command"] == "/home/hpcuser/lumberjack/calib/pilots/node.sh"
 
 
+def test_launch_plan_carries_the_sites_policy_cap(ledger: Ledger) -> None:
+    record = make_record(ledger)
+    profile = find_profile("testbed")
+    layout = lifecycle.layout_of(record)
+    assert lifecycle.launch_plan(record, profile, layout)["max_running_jobs"] is None
+    capped = replace(profile, schedd=profile.schedd.model_copy(update={"max_running_jobs": 5}))
+    assert lifecycle.launch_plan(record, capped, layout)["max_running_jobs"] == 5
+
+
+def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> None:
+    from lumberjack.site import agent, remote_pool
+
+    record = make_record(ledger)
+    profile = find_profile("testbed")
+    capped = replace(profile, schedd=profile.schedd.model_copy(update={"max_running_jobs": 5}))
+    layout = lifecycle.layout_of(record)
+    plan = json.loads(json.dumps(lifecycle.launch_plan(record, capped, layout)))  # as shipped
+    settings = agent.settings_for(layout, {**plan, "address": "10.0.0.5", "port": 40123})
+    assert "\nMAX_JOBS_RUNNING = 5\n" in remote_pool.pool_config(settings)
+
+
+def test_launch_refuses_a_runtime_it_cannot_use_in_one_line(ledger: Ledger) -> None:
+    record = make_record(ledger)
+    profile = find_profile("perlmutter")
+    assert profile.container.runtime == "podman-hpc"
+    with pytest.raises(BadInput) as caught:
+        lifecycle.launch_plan(record, profile, lifecycle.layout_of(record))
+    message = str(caught.value)
+    assert message.startswith("runtime podman-hpc is not supported yet; ")
+    assert "\n" not in message
+    singularity = replace(
+        profile, container=profile.container.model_copy(update={"runtime": "singularity"})
+    )
+    lifecycle.check_runtime(singularity)  # no error
+
+
 def test_an_offline_export_has_no_site(ledger: Ledger) -> None:
     ledger.create("offline", site=None, bundle_dir=Path("/b"), remote_spool="/s",
                   owner="alice", clusters=[1], jobs=["1.0"])  # fmt: skip

@@ -142,6 +142,13 @@ def test_pool_config_points_at_the_export() -> None:
     assert "STARTD" in pilot["DAEMON_LIST"] and "SCHEDD" not in pilot["DAEMON_LIST"]
 
 
+def test_the_sites_policy_cap_becomes_max_jobs_running() -> None:
+    capped = config_values(remote_pool.pool_config(make_settings(max_running_jobs=64)))
+    assert capped["MAX_JOBS_RUNNING"] == "64"
+    # No cap in the profile: HTCondor's own default stands.
+    assert "MAX_JOBS_RUNNING" not in config_values(remote_pool.pool_config(make_settings()))
+
+
 def test_startd_names_come_from_the_node_id() -> None:
     values = config_values(remote_pool.pilot_config(make_settings()))
     assert values["STARTD_NAME"] == "$ENV(LJ_NODE_ID)"

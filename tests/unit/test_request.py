@@ -325,6 +325,16 @@ def test_report_lines(testbed):
     assert cores.endswith("(profile default; change with --cores)")
     assert any(line.startswith("pilots       3 (1 node each)") for line in lines)
     assert lines[-1].startswith("retire       00:03:00")
+    assert any(line.startswith("running      no cap ") for line in lines)
+
+
+def test_report_shows_the_sites_policy_cap():
+    polaris = find_profile("polaris")
+    request = build_request(polaris, allocation="proj1")
+    assert any(
+        line.startswith("running      64 jobs at once ") for line in report_lines(request, polaris)
+    )
+    assert report_dict(request, polaris)["max_running_jobs"] == 64
 
 
 def test_report_dict(perlmutter):
