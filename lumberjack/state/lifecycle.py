@@ -191,6 +191,7 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
     data = dict(record.info["request"])
     data["origins"] = tuple(tuple(pair) for pair in data.get("origins", ()))
     request = ResourceRequest(**data)
+    check_pilots(request, profile)
     spec = pilot_spec(
         request,
         profile,
@@ -222,6 +223,18 @@ def check_runtime(profile: SiteProfile) -> None:
         raise BadInput(
             f"runtime {runtime} is not supported yet; site {profile.name} needs "
             f"{' or '.join(SUPPORTED_RUNTIMES)} ([container] runtime in its profile)"
+        )
+
+
+def check_pilots(request: ResourceRequest, profile: SiteProfile) -> None:
+    """With the schedd inside the allocation the first pilot holds the queue: two pilots
+    at once would run two schedds on one queue (a job could run twice), so more nodes
+    go into the one pilot instead."""
+    if request.pilots > 1 and profile.schedd.placement == "allocation":
+        raise BadInput(
+            f"--pilots {request.pilots}: site {profile.name} runs the schedd inside the "
+            'allocation ([schedd] placement = "allocation"), where one pilot at a time '
+            "holds the queue; export again with --pilots 1 (--nodes sets its size)"
         )
 
 

@@ -91,6 +91,25 @@ def test_launch_refuses_a_runtime_it_cannot_use_in_one_line(ledger: Ledger) -> N
     lifecycle.check_runtime(singularity)  # no error
 
 
+def test_allocation_placement_refuses_more_than_one_pilot(ledger: Ledger) -> None:
+    profile = find_profile("testbed-alloc")
+    assert profile.schedd.placement == "allocation"
+    request = build_request(profile, nodes=2, pilots=2)
+    ledger.create(
+        "two", site="testbed-alloc", bundle_dir=Path("/nonexistent/bundle"),
+        remote_spool="/home/hpcuser/lumberjack/two/spool", owner="alice",
+        clusters=[7], jobs=["7.0"],
+        info={"remote_dir": "/home/hpcuser/lumberjack/two",
+              "request": lifecycle.request_info(request)},
+    )  # fmt: skip
+    record = ledger.get("two")
+    with pytest.raises(BadInput, match=r"^--pilots 2: site testbed-alloc runs the schedd inside"):
+        lifecycle.launch_plan(record, profile, lifecycle.layout_of(record))
+    one = make_record(ledger)  # testbed: the same request with the schedd on the login node
+    plan = lifecycle.launch_plan(one, profile, lifecycle.layout_of(one))
+    assert plan["placement"] == "allocation" and plan["pilots"] == 1
+
+
 def test_an_offline_export_has_no_site(ledger: Ledger) -> None:
     ledger.create("offline", site=None, bundle_dir=Path("/b"), remote_spool="/s",
                   owner="alice", clusters=[1], jobs=["1.0"])  # fmt: skip

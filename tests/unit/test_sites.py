@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
 PACKAGED = Path(lumberjack.profiles.__file__).parent / "site-profiles"
 REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
-TESTBED_SITES = ["testbed", "testbed-mfa", "testbed-mfa-nosharing"]
+TESTBED_SITES = ["testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing"]
 
 
 @pytest.fixture(autouse=True)
@@ -333,7 +333,7 @@ def test_unknown_site_names_the_known_ones():
     message = str(info.value)
     assert message.startswith(
         "unknown site 'perlmuter'; known sites: anvil, bridges2, delta, expanse, frontier, "
-        "perlmutter, polaris, testbed, testbed-mfa, testbed-mfa-nosharing, theta"
+        "perlmutter, polaris, testbed, testbed-alloc, testbed-mfa, testbed-mfa-nosharing, theta"
     )
     assert message.endswith('did you mean "perlmutter"?')
 
