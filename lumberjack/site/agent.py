@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -244,7 +244,19 @@ def login_address() -> str:
 # ---- pilots ---------------------------------------------------------------------------
 
 
-def submit_pilots(layout: ExportLayout, settings: PoolSettings, launch: dict) -> dict[str, Any]:
+def submit_pilots(
+    layout: ExportLayout,
+    settings: PoolSettings,
+    launch: dict,
+    *,
+    write_files: Any = None,
+    waiting: Any = None,
+) -> dict[str, Any]:
+    """Pilots for idle jobs when none is queued or running. `write_files` writes their
+    config, token and node.sh (write_pilot_files); `waiting(counts)` counts the jobs
+    that need a pilot (the idle ones)."""
+    write_files = write_files or write_pilot_files
+    waiting = waiting or (lambda counts: counts.get("idle", 0))
     batch = get_batch_system(launch["batch_system"])
     submitted = _read_json(Path(layout.pilot_list), [])
     states = pilot_states(layout, batch, submitted)
@@ -252,11 +264,11 @@ def submit_pilots(layout: ExportLayout, settings: PoolSettings, launch: dict) ->
     counts = job_counts(layout)
     if alive:
         return {"submitted": [], "alive": alive, "reason": "pilots queued or running"}
-    if not counts.get("idle"):
+    if not waiting(counts):
         return {"submitted": [], "alive": [], "reason": "no idle jobs"}
     pilots_dir = Path(layout.pilots)
     (pilots_dir / "out").mkdir(parents=True, exist_ok=True)
-    write_pilot_files(layout, settings, launch)
+    write_files(layout, settings, launch)
     spec_fields = {f.name for f in fields(PilotSpec)}
     new = []
     for index in range(launch["pilots"]):
@@ -346,6 +358,8 @@ def job_counts(layout: ExportLayout) -> dict[str, int]:
 
 
 def status(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
+    if launch and in_allocation(launch):
+        return allocation_status(layout, launch)
     counts = job_counts(layout)
     total = sum(counts.values())
     pilots: dict[str, str] = {}
@@ -368,6 +382,8 @@ def status(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
 
 def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
     """Stop the schedd cleanly (its log final), then the pilots, then the instance."""
+    if launch and in_allocation(launch):
+        return allocation_stop(layout, launch)
     stopped_schedd = False
     if pool_processes(layout, "condor_schedd") and instance_running(layout):
         _in_pool(layout, "condor_off", "-graceful", "-schedd")
@@ -444,6 +460,8 @@ def launch(layout: ExportLayout) -> dict[str, Any]:
         raise AgentError(f"{layout.root}/launch.json is missing; run launch from the access point")
     if not Path(plan["image"]).is_file():
         raise AgentError(f"site image {plan['image']} not found; see the site profile's image")
+    if in_allocation(plan):
+        return allocation_launch(layout, plan)
     settings = settings_for(layout, plan)
     placed = place_queue(layout, settings.site_user, settings.trust_domain)
     crash_point("launch.after-place")
@@ -452,6 +470,121 @@ def launch(layout: ExportLayout) -> dict[str, Any]:
     pilots = submit_pilots(layout, settings, plan)
     crash_point("launch.after-pilots")
     return {"place": placed, "pool": pool, "pilots": pilots}
+
+
+# ---- schedd placement "allocation": no daemon on the login node -------------------------
+#
+# `launch` places the queue, writes the head's config and submits one pilot; the pilot's
+# first node runs the pool (remote_pool.allocation_node_script). `status` reads the
+# spool's job_queue.log; `stop` cancels the pilots and waits until the batch system
+# reports them gone, so that nobody holds the spool when `fetch` copies it.
+
+#: How long `stop` waits for cancelled pilots to be gone (Slurm's KillWait is 30 s).
+PILOTS_GONE_TIMEOUT_S = 300
+
+
+def in_allocation(plan: dict) -> bool:
+    return plan.get("placement") == "allocation"
+
+
+def allocation_settings(layout: ExportLayout, plan: dict) -> PoolSettings:
+    # The pool's address and port are the head node's, known there only (head_config).
+    return replace(settings_for(layout, {**plan, "address": login_address(), "port": 1}), port=0)
+
+
+def resumable(counts: dict[str, int]) -> int:
+    """Jobs the next pilot runs: idle ones, and those the log still says are running
+    while no pilot lives (their schedd died with its allocation; the next one makes
+    them idle again when it reads the log)."""
+    return counts.get("idle", 0) + counts.get("running", 0)
+
+
+def write_allocation_files(layout: ExportLayout, settings: PoolSettings, launch: dict) -> None:
+    spec = launch["spec"]
+    local = Path(layout.pool_local)
+    for sub in ("log", "execute", "passwords.d", "tokens.d"):
+        (local / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(local / "passwords.d", 0o700)
+    os.chmod(local / "tokens.d", 0o700)
+    Path(layout.pool_config).write_text(remote_pool.head_config(settings))
+    tokens = Path(layout.pilot_tokens)
+    tokens.mkdir(parents=True, exist_ok=True)
+    os.chmod(tokens, 0o700)
+    Path(layout.pilot_config).write_text(remote_pool.allocation_pilot_config(settings))
+    node = remote_pool.allocation_node_script(
+        settings,
+        batch=get_batch_system(launch["batch_system"]),
+        cores=spec["cores_per_node"],
+        memory_mb=spec["memory_per_node_mb"],
+        walltime_s=spec["walltime_s"],
+        retire_s=spec["retire_s"],
+        login_address=settings.address,
+        token_lifetime_s=int(launch["token_lifetime_s"]),
+    )
+    Path(layout.node_script).write_text(node)
+    os.chmod(layout.node_script, 0o755)
+
+
+def allocation_launch(layout: ExportLayout, plan: dict) -> dict[str, Any]:
+    if int(plan.get("pilots", 1)) != 1:
+        raise AgentError("the schedd runs inside the allocation: one pilot at a time")
+    settings = allocation_settings(layout, plan)
+    placed = place_queue(layout, settings.site_user, settings.trust_domain)
+    pilots = submit_pilots(
+        layout, settings, plan, write_files=write_allocation_files, waiting=resumable
+    )
+    return {"place": placed, "pool": {"started": False, "placement": "allocation"},
+            "pilots": pilots}  # fmt: skip
+
+
+def allocation_status(layout: ExportLayout, launch: dict) -> dict[str, Any]:
+    counts = job_counts(layout)
+    batch = get_batch_system(launch["batch_system"])
+    submitted = _read_json(Path(layout.pilot_list), [])
+    try:
+        states = pilot_states(layout, batch, submitted)
+        pilots = {k: str(v) for k, v in states.items()}
+        held = any(state in _ALIVE for state in states.values())
+    except BatchError as exc:
+        pilots, held = {"error": str(exc)}, True
+    interrupted = 0
+    if not held and counts.get("running"):
+        # No pilot holds the spool: "running" in the log is a schedd that died with its
+        # allocation; the next one starts those jobs again.
+        interrupted = counts.pop("running")
+        counts["idle"] = counts.get("idle", 0) + interrupted
+    total = sum(counts.values())
+    return {
+        "jobs": counts,
+        "total": total,
+        "finished": total > 0 and sum(counts.get(s.word, 0) for s in FINISHED) == total,
+        "pool_running": held,
+        "placement": "allocation",
+        "interrupted": interrupted,
+        "placed": Path(layout.pool, PLACED_MARK).exists(),
+        "pilots": pilots,
+    }
+
+
+def allocation_stop(layout: ExportLayout, launch: dict) -> dict[str, Any]:
+    """Cancel the pilots and wait until the batch system reports them gone: then no
+    schedd holds the spool (its log is final) and it can be copied."""
+    batch = get_batch_system(launch["batch_system"])
+    cancelled = cancel_pilots(layout, batch)
+    submitted = _read_json(Path(layout.pilot_list), [])
+    deadline = time.monotonic() + PILOTS_GONE_TIMEOUT_S
+    while True:
+        states = pilot_states(layout, batch, submitted)
+        alive = [job for job, state in states.items() if state in _ALIVE]
+        if not alive:
+            break
+        if time.monotonic() > deadline:
+            raise AgentError(
+                f"pilots {', '.join(alive)} still in the batch system after "
+                f"{PILOTS_GONE_TIMEOUT_S} s; the spool is not final yet"
+            )
+        time.sleep(2)
+    return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled}
 
 
 def main(argv: list[str] | None = None) -> int:

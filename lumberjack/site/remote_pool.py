@@ -20,7 +20,7 @@ Stdlib only: this module runs on the login node, inside the agent's zipapp.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from lumberjack.site.batch import BatchSystem
@@ -393,3 +393,173 @@ wait "$master" 2>/dev/null
 status=$?
 exit "$status"
 """
+
+
+# ---- schedd placement "allocation": the pool on the pilot's first node ----------------
+#
+# Nothing of lumberjack outlives a command on the login node: the first node of a pilot
+# (the head, chosen by an atomic mkdir) runs the schedd, collector and negotiator inside
+# the site image with SPOOL on the shared filesystem, mints the pilots' token and writes
+# the collector's address to `collector_file`; every node (the head too) waits for that
+# address and runs a startd. When the allocation ends the queue stays in SPOOL and the
+# next pilot's head resumes it (jobs that were running come back idle).
+
+#: Environment node.sh sets on the head for head_config, and on every node for the startd.
+HEAD_ADDRESS_ENV = "LJ_HEAD_ADDRESS"
+HEAD_PORT_ENV = "LJ_HEAD_PORT"
+HEAD_RUN_ENV = "LJ_HEAD_RUN"
+COLLECTOR_ENV = "LJ_COLLECTOR"
+#: How long the head waits for its schedd, and the other nodes for the head's address.
+HEAD_START_TIMEOUT_S = 180
+
+
+def collector_file(layout: ExportLayout) -> str:
+    """`<pilot id> <address>:<port>` of the running head, on the shared filesystem."""
+    return f"{layout.pool}/collector-address"
+
+
+def heads_dir(layout: ExportLayout) -> str:
+    """One directory per pilot, made by the node that became its head."""
+    return f"{layout.pilots}/heads"
+
+
+def head_config(settings: PoolSettings) -> str:
+    """pool_config for the head node: its address and port come from the environment
+    node.sh sets there (known only on that node), sockets and locks stay node-local."""
+    base = pool_config(replace(settings, address=f"$ENV({HEAD_ADDRESS_ENV})", port=0))
+    return base + (
+        '# Schedd placement "allocation": the head node\'s address and port, from node.sh;\n'
+        "# sockets and locks on the node (a shared filesystem may hold no sockets).\n"
+        f"SHARED_PORT_PORT = $ENV({HEAD_PORT_ENV})\n"
+        f"COLLECTOR_HOST = $(CONDOR_HOST):$ENV({HEAD_PORT_ENV})\n"
+        f"RUN = $ENV({HEAD_RUN_ENV})/run\n"
+        f"LOCK = $ENV({HEAD_RUN_ENV})/lock\n"
+        "DAEMON_SOCKET_DIR = $(RUN)\n"
+    )
+
+
+def allocation_pilot_config(settings: PoolSettings) -> str:
+    """pilot_config whose collector is the one the head of this pilot announced."""
+    return pilot_config(settings) + (
+        f"# The head of this pilot announced its collector (see collector_file).\n"
+        f"COLLECTOR_HOST = $ENV({COLLECTOR_ENV})\n"
+    )
+
+
+def _apptainer_pool(settings: PoolSettings, *command: str) -> str:
+    return _apptainer(settings, *command).replace(
+        f"CONDOR_CONFIG={shlex.quote(settings.layout.pilot_config)}",
+        f"CONDOR_CONFIG={shlex.quote(settings.layout.pool_config)}",
+    )
+
+
+# The address of this node on the route to the login node (which every node reaches),
+# and a free port on it.
+_ROUTE_ADDRESS = (
+    "python3 -c 'import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+    "s.connect((sys.argv[1], 9)); print(s.getsockname()[0])'"
+)
+_FREE_PORT = (
+    "python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); "
+    "print(s.getsockname()[1])'"
+)
+
+
+def allocation_node_script(
+    settings: PoolSettings,
+    *,
+    batch: BatchSystem,
+    cores: int,
+    memory_mb: int,
+    walltime_s: int,
+    retire_s: int,
+    login_address: str,
+    token_lifetime_s: int,
+) -> str:
+    """node.sh for placement "allocation": node_script, plus on the head the pool (before
+    the startd) and its orderly end (after the last startd of the pilot is gone)."""
+    text = node_script(
+        settings, batch=batch, cores=cores, memory_mb=memory_mb,
+        walltime_s=walltime_s, retire_s=retire_s,
+    )  # fmt: skip
+    layout = settings.layout
+    q = shlex.quote
+    spool, tokens = q(layout.spool), q(layout.pilot_tokens)
+    address_file = q(collector_file(layout))
+    authz = " ".join(f"-authz {a}" for a in PILOT_AUTHZ)
+    pool = _apptainer_pool(settings, "condor_master", "-f")
+    mint = _apptainer_pool(
+        settings, "condor_token_create", "-identity", q(settings.pilot_identity),
+        "-lifetime", str(int(token_lifetime_s)), authz,
+    )  # fmt: skip
+    startds = _apptainer_pool(settings, "condor_status", "-startd", "-af", "Name")
+    head = f"""# Schedd placement "allocation": the first node to claim the pilot runs the pool.
+head_master=
+if mkdir -p {q(heads_dir(layout))} && mkdir {q(heads_dir(layout))}/"$LJ_PILOT_ID" 2>/dev/null
+then
+    {HEAD_ADDRESS_ENV}=$({_ROUTE_ADDRESS} {q(login_address)})
+    {HEAD_PORT_ENV}=$({_FREE_PORT} "${HEAD_ADDRESS_ENV}")
+    {HEAD_RUN_ENV}=$(mktemp -d "${{TMPDIR:-/tmp}}/lj-head.XXXXXX")
+    export {HEAD_ADDRESS_ENV} {HEAD_PORT_ENV} {HEAD_RUN_ENV}
+    mkdir -p "${HEAD_RUN_ENV}"/run "${HEAD_RUN_ENV}"/lock
+    rm -f {spool}/.schedd_address
+    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: head; pool at ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}"
+    {pool} &
+    head_master=$!
+    waited=0
+    until [ -s {spool}/.schedd_address ]; do
+        if ! kill -0 "$head_master" 2>/dev/null || [ "$waited" -ge {HEAD_START_TIMEOUT_S} ]; then
+            echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no schedd; see {layout.pool_local}/log"
+            kill -TERM "$head_master" 2>/dev/null
+            exit 1
+        fi
+        sleep 1
+        waited=$((waited + 1))
+    done
+    (umask 077 && mkdir -p {tokens} && {mint} > {tokens}/pilot.new) &&
+        mv {tokens}/pilot.new {tokens}/pilot || {{ kill -TERM "$head_master"; exit 1; }}
+    echo "$LJ_PILOT_ID ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}" > {address_file}.new &&
+        mv {address_file}.new {address_file}
+fi
+# Every node: the collector its pilot's head announced (never an earlier pilot's).
+waited=0
+while :; do
+    owner= ; {COLLECTOR_ENV}=
+    if [ -s {address_file} ]; then read -r owner {COLLECTOR_ENV} < {address_file}; fi
+    if [ "$owner" = "$LJ_PILOT_ID" ]; then break; fi
+    if [ "$waited" -ge {HEAD_START_TIMEOUT_S} ]; then
+        echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no head announced a collector"
+        exit 1
+    fi
+    sleep 1
+    waited=$((waited + 1))
+done
+export {COLLECTOR_ENV}
+# shellcheck disable=SC2329
+stop() {{
+    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: stopping"
+    kill -TERM "$master" 2>/dev/null
+    if [ -n "$head_master" ]; then kill -TERM "$head_master" 2>/dev/null; fi
+}}
+
+"""
+    head_end = f"""if [ -n "$head_master" ]; then
+    # The pool stays until no startd of the pilot is left: the others may still run jobs.
+    while kill -0 "$head_master" 2>/dev/null; do
+        if names=$({startds} 2>/dev/null) && [ -z "$names" ]; then break; fi
+        sleep {RETIRE_POLL_S} &
+        wait $!
+    done
+    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no startd left; stopping the pool"
+    kill -TERM "$head_master" 2>/dev/null
+    wait "$head_master" 2>/dev/null
+    rm -rf "${HEAD_RUN_ENV}"
+fi
+"""
+    startd = _apptainer(settings, "condor_master", "-f") + " &\nmaster=$!"
+    tail = 'status=$?\nexit "$status"\n'
+    if startd not in text or tail not in text:
+        raise AssertionError("node_script changed its shape; update allocation_node_script")
+    return text.replace(startd, head + startd).replace(
+        tail, "status=$?\n" + head_end + 'exit "$status"\n'
+    )
