@@ -1,0 +1,143 @@
+"""Schedd placement "allocation" on the testbed (profile testbed-alloc): the pilot's
+first node runs the remote pool, nothing of lumberjack stays on the login node between
+commands, a pilot killed mid-run leaves its queue in SPOOL and the next pilot resumes
+it: every job runs to completion once, every output home byte-identical."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from journey import (
+    expected_outputs,
+    history,
+    last_json,
+    lumberjack,
+    make_job_dir,
+    processes_of,
+    site_run,
+    stop_at_site,
+    submit,
+    tree,
+)
+
+from lumberjack.state.ledger import Ledger
+
+pytestmark = pytest.mark.integration
+
+SITE = "testbed-alloc"
+SITE_BASE = "/home/hpcuser/lumberjack"  # base_dir of site-profiles/testbed-alloc.toml
+ALIVE = ("queued", "running", "finishing", "unknown")
+
+
+@pytest.fixture
+def at_site(site):
+    sent: list[str] = []
+    yield sent
+    for name in sent:
+        stop_at_site(name, f"{SITE_BASE}/{name}")
+
+
+def sync(name: str) -> dict:
+    result = lumberjack("sync", "--name", name, "--json", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    entry = json.loads(result.stdout)["exports"][0]
+    assert "error" not in entry, entry
+    return entry
+
+
+def status(name: str) -> dict:
+    return last_json(lumberjack("status", name, "--json"))
+
+
+def poll(name: str, until, what: str, timeout: float = 400, every: float = 2) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = status(name)
+        if until(answer):
+            return answer
+        assert time.monotonic() < deadline, f"{name}: not {what} after {timeout:.0f} s: {answer}"
+        time.sleep(every)
+
+
+def alive(answer: dict) -> list[str]:
+    return [job for job, state in answer["pilots"].items() if state in ALIVE]
+
+
+def _in_batch_job(pid: int) -> bool:
+    """Whether a process descends from a slurmstepd (the testbed's compute nodes share
+    the login node's host: a pilot's processes are on it, but inside a batch job)."""
+    while pid > 1:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "slurmstepd":
+                return True
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True  # gone meanwhile: not left over
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
+
+
+def on_login_node(name: str) -> dict[int, str]:
+    """Processes of the export outside batch jobs: what the login node keeps running."""
+    found = processes_of(f"{SITE_BASE}/{name}")
+    return {pid: cmd for pid, cmd in found.items() if not _in_batch_job(pid)}
+
+
+def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
+    workspace: Path, state_dir: Path, at_site: list
+) -> None:
+    job_dir = make_job_dir(workspace)
+    jobs = 10
+    cluster = submit(job_dir, jobs, arguments="$(Process) 0 15")
+    before = tree(job_dir)
+    name = f"alloc-{uuid.uuid4().hex[:6]}"
+    at_site.append(name)
+    lumberjack("export", "--ids", str(cluster), "--site", SITE, "--name", name,
+               "--nodes", "2", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
+    assert sync(name)["phase"] == "launched"
+    assert on_login_node(name) == {}
+
+    running = poll(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
+    assert running["placement"] == "allocation"
+    assert on_login_node(name) == {}
+    (pilot,) = alive(running)
+    site_run(f"scancel {pilot}")
+    killed = time.monotonic()
+    gone = poll(name, lambda a: not alive(a), "without a pilot", timeout=180, every=1)
+    print(f"[allocation] Slurm reports the pilot gone {time.monotonic() - killed:.0f} s after "
+          f"scancel: {gone['jobs']} ({gone['interrupted']} interrupted)")  # fmt: skip
+    # The dead allocation's running jobs wait for the next pilot; none is lost.
+    assert gone["interrupted"] >= 1 and "running" not in gone["jobs"]
+    assert sum(gone["jobs"].values()) == jobs
+    assert on_login_node(name) == {}
+
+    # The next pilot round: sync sees no pilot and jobs to run, and submits one.
+    entry = sync(name)
+    assert "launch" in entry["steps"], entry
+    assert on_login_node(name) == {}
+    poll(name, lambda a: a["jobs"].get("running", 0) >= 1, "running again", timeout=600)
+    print(
+        f"[allocation] jobs running again {time.monotonic() - killed:.0f} s after the "
+        "pilot's death (scancel)"
+    )
+
+    deadline = time.monotonic() + 900
+    while (phase := Ledger().get(name).phase) != "imported":
+        assert time.monotonic() < deadline, f"{name} still {phase}"
+        sync(name)
+        assert on_login_node(name) == {}
+        time.sleep(3)
+
+    after = tree(job_dir)
+    expected = expected_outputs(job_dir, range(jobs))
+    assert {path for path in after if path not in before} == set(expected)
+    assert {path: after[path] for path in expected} == expected
+    assert after["job.log"].count(b"Job terminated") == jobs
+    ads = history(cluster, ["ProcId", "JobStatus", "ExitCode", "NumJobStarts"], expect=jobs)
+    print(f"[allocation] starts per job: {[a.get('NumJobStarts') for a in ads]}")
+    assert [(a["JobStatus"], a["ExitCode"]) for a in ads] == [(4, 0)] * jobs
+    assert on_login_node(name) == {}
