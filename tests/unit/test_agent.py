@@ -191,3 +191,24 @@ def test_main_on_a_missing_export_is_an_error(tmp_path: Path, capsys) -> None:
     assert agent.main(["status", str(tmp_path / "nothing")]) != 0
     answer = json.loads(capsys.readouterr().out.strip())
     assert "error" in answer
+
+
+def test_allocation_status_counts_a_dead_allocations_running_jobs_as_idle(
+    layout: ExportLayout,
+) -> None:
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    jql.write_log(
+        Path(layout.spool, "job_queue.log"),
+        site_bundle.queue_ads(layout.spool, statuses=("2", "4")),
+    )
+    plan = {"placement": "allocation", "batch_system": "slurm"}  # no pilot submitted
+    result = agent.status(layout, plan)
+    assert result["jobs"] == {"idle": 1, "completed": 1}
+    assert result["interrupted"] == 1
+    assert result["pool_running"] is False and result["finished"] is False
+    assert agent.resumable({"running": 1, "idle": 2, "completed": 4}) == 3
+
+
+def test_allocation_stop_with_no_pilot_returns_at_once(layout: ExportLayout) -> None:
+    plan = {"placement": "allocation", "batch_system": "slurm"}
+    assert agent.stop(layout, plan) == {"stopped_schedd": False, "cancelled_pilots": []}

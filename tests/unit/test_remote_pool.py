@@ -378,3 +378,57 @@ def test_node_script_runs_and_retires_on_usr1(tmp_path: Path) -> None:
     off = next(args for args in recorded if "condor_off" in args)
     assert off[off.index("-addr") + 1] == "<10.0.0.9:9618>"
     assert "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS" in off
+
+
+# ---- schedd placement "allocation" ------------------------------------------------------
+
+
+def test_head_config_takes_the_head_nodes_address_and_port_from_node_sh() -> None:
+    settings = make_settings(max_running_jobs=7)
+    values = config_values(remote_pool.head_config(settings))
+    assert values["CONDOR_HOST"] == "$ENV(LJ_HEAD_ADDRESS)"
+    assert values["NETWORK_INTERFACE"] == "$ENV(LJ_HEAD_ADDRESS)"
+    assert values["SHARED_PORT_PORT"] == "$ENV(LJ_HEAD_PORT)"
+    assert values["COLLECTOR_HOST"] == "$(CONDOR_HOST):$ENV(LJ_HEAD_PORT)"
+    # The queue stays on the shared filesystem; sockets and locks do not.
+    assert values["SPOOL"] == settings.layout.spool
+    assert values["RUN"] == "$ENV(LJ_HEAD_RUN)/run"
+    assert values["LOCK"] == "$ENV(LJ_HEAD_RUN)/lock"
+    assert values["MAX_JOBS_RUNNING"] == "7"
+    assert "SCHEDD" in values["DAEMON_LIST"] and "COLLECTOR" in values["DAEMON_LIST"]
+
+
+def test_allocation_startds_find_the_collector_their_head_announced() -> None:
+    values = config_values(remote_pool.allocation_pilot_config(make_settings()))
+    assert values["COLLECTOR_HOST"] == "$ENV(LJ_COLLECTOR)"
+    assert "SCHEDD" not in values["DAEMON_LIST"]
+
+
+def allocation_script(**overrides) -> str:
+    return remote_pool.allocation_node_script(
+        make_settings(**overrides), batch=SLURM, cores=2, memory_mb=0, walltime_s=600,
+        retire_s=60, login_address="10.0.0.5", token_lifetime_s=3600,
+    )  # fmt: skip
+
+
+@needs_bash
+def test_allocation_node_script_passes_bash_n(tmp_path: Path) -> None:
+    script = tmp_path / "node.sh"
+    script.write_text(allocation_script())
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_allocation_node_script_orders_head_then_startd_then_pool_end() -> None:
+    script = allocation_script()
+    layout = make_settings().layout
+    claim = script.index(f'mkdir {remote_pool.heads_dir(layout)}/"$LJ_PILOT_ID"')
+    pool = script.index(f"CONDOR_CONFIG={layout.pool_config} condor_master -f")
+    token = script.index("condor_token_create -identity pilot@lumberjack-calib")
+    announce = script.index(f"> {remote_pool.collector_file(layout)}.new")
+    wait = script.index('if [ "$owner" = "$LJ_PILOT_ID" ]; then break; fi')
+    startd = script.index(f"CONDOR_CONFIG={layout.pilot_config} condor_master -f")
+    end = script.index("no startd left; stopping the pool")
+    assert claim < pool < token < announce < wait < startd < end
+    # TERM (scancel, walltime) reaches the pool too, so the schedd ends its log cleanly.
+    assert 'kill -TERM "$head_master"' in script[script.rindex("stop() {") :]
