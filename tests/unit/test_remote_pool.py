@@ -432,3 +432,100 @@ def test_allocation_node_script_orders_head_then_startd_then_pool_end() -> None:
     assert claim < pool < token < announce < wait < startd < end
     # TERM (scancel, walltime) reaches the pool too, so the schedd ends its log cleanly.
     assert 'kill -TERM "$head_master"' in script[script.rindex("stop() {") :]
+
+
+STUB_APPTAINER_POOL = """#!/bin/bash
+# Stands in for apptainer on the nodes of an allocation: the pool's condor_master writes
+# the schedd's address file and runs until TERM; a startd's condor_master records the
+# collector it was given and runs until condor_off; condor_status sees no startd.
+config=
+for arg; do case "$arg" in CONDOR_CONFIG=*) config=${arg#CONDOR_CONFIG=} ;; esac; done
+for arg; do
+    case "$arg" in
+    condor_master)
+        if [ "$config" = "$STUB_POOL_CONFIG" ]; then
+            echo "pool $LJ_HEAD_ADDRESS:$LJ_HEAD_PORT" >> "$STUB_DIR/events"
+            trap 'echo "pool stopped" >> "$STUB_DIR/events"; exit 0' TERM
+            sleep 0.3
+            echo "<$LJ_HEAD_ADDRESS:$LJ_HEAD_PORT>" > "$STUB_SPOOL/.schedd_address"
+        else
+            echo "startd $LJ_NODE_ID $LJ_COLLECTOR" >> "$STUB_DIR/events"
+            echo $$ > "$LJ_NODE_DIR/master.pid"
+            echo "<10.0.0.9:9618>" > "$LJ_NODE_DIR/log/.master_address"
+            trap 'exit 0' TERM
+        fi
+        while :; do sleep 0.05; done ;;
+    condor_token_create)
+        echo "token-for-the-pilots"; exit 0 ;;
+    condor_status)
+        exit 0 ;;
+    condor_off)
+        kill -TERM "$(cat "$LJ_NODE_DIR/master.pid")"; exit 0 ;;
+    esac
+done
+"""
+
+
+@needs_bash
+def test_one_node_of_a_pilot_runs_the_pool_and_every_node_finds_it(tmp_path: Path) -> None:
+    """Two nodes of pilot 4242 start at once (stand-in apptainer): one claims the head,
+    starts the pool, mints the token and announces its collector; both startds get that
+    collector, not the one a dead earlier pilot left; retired, the nodes end and the head
+    stops the pool after the last startd."""
+    root = tmp_path / "my exports" / "calib"
+    settings = make_settings(str(root), image=str(tmp_path / "site image.sif"))
+    layout = settings.layout
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "apptainer").write_text(STUB_APPTAINER_POOL)
+    (stub / "apptainer").chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    Path(layout.spool).mkdir(parents=True)
+    Path(layout.pool).mkdir(parents=True)
+    Path(remote_pool.collector_file(layout)).write_text("4241 10.9.9.9:1\n")  # dead pilot's
+    script = Path(layout.node_script)
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        remote_pool.allocation_node_script(
+            settings, batch=SLURM, cores=2, memory_mb=0, walltime_s=600, retire_s=60,
+            login_address="127.0.0.1", token_lifetime_s=3600,
+        )
+    )  # fmt: skip
+    script.chmod(0o755)
+    base = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_DIR": str(calls),
+            "STUB_POOL_CONFIG": layout.pool_config, "STUB_SPOOL": layout.spool,
+            "SLURM_JOB_ID": "4242", "TMPDIR": str(tmp_path)}  # fmt: skip
+    nodes = [
+        subprocess.Popen([str(script)], env={**base, "SLURMD_NODENAME": node},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for node in ("c1", "c2")
+    ]  # fmt: skip
+    try:
+        events = calls / "events"
+        wait_for(lambda: events.exists() and events.read_text().count("startd ") == 2, 20)
+        subprocess.run(
+            ["bash", "-c", "set -u; " + remote_pool.retire_command(layout, SLURM)],
+            env=base, check=True,
+        )  # fmt: skip
+        outputs = [node.communicate(timeout=30) for node in nodes]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    lines = events.read_text().splitlines()
+    pools = [line for line in lines if line.startswith("pool 127.0.0.1:")]
+    assert len(pools) == 1, lines  # one head
+    collector = pools[0].split()[1]
+    assert sorted(line for line in lines if line.startswith("startd")) == [
+        f"startd pilot-4242-c1 {collector}",
+        f"startd pilot-4242-c2 {collector}",
+    ]
+    assert lines[-1] == "pool stopped"  # after both startds were up and gone
+    assert Path(remote_pool.collector_file(layout)).read_text() == f"4242 {collector}\n"
+    token = Path(layout.pilot_tokens, "pilot")
+    assert token.read_text() == "token-for-the-pilots\n"
+    assert token.stat().st_mode & 0o077 == 0
+    assert [p.name for p in Path(remote_pool.heads_dir(layout)).iterdir()] == ["4242"]
