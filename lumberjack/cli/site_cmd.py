@@ -108,9 +108,15 @@ def status_command(name: str, as_json: bool) -> None:
     phase = ledger.get(name).phase
     jobs = ", ".join(f"{count} {state}" for state, count in sorted(answer["jobs"].items()))
     pilots = ", ".join(f"{job} {state}" for job, state in answer["pilots"].items()) or "none"
+    pool = "running" if answer["pool_running"] else "stopped"
+    if answer.get("placement") == "allocation":  # the queue lives in SPOOL between pilots
+        pool += " (in the allocation" + (
+            f"; {answer['interrupted']} interrupted jobs wait for the next pilot)"
+            if answer.get("interrupted") else ")"
+        )  # fmt: skip
     emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
-         f"  pool:   {'running' if answer['pool_running'] else 'stopped'}\n"
+         f"  pool:   {pool}\n"
          f"  login:  {record.site}: {login_text}")  # fmt: skip
 
 
