@@ -18,12 +18,14 @@ from journey import (
     lumberjack,
     make_job_dir,
     processes_of,
+    site_path,
     site_run,
     stop_at_site,
     submit,
     tree,
 )
 
+from lumberjack.core import jobqueuelog as jql
 from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
@@ -87,6 +89,33 @@ def on_login_node(name: str) -> dict[int, str]:
     return {pid: cmd for pid, cmd in found.items() if not _in_batch_job(pid)}
 
 
+def started_since(name: str, since: float) -> dict[str, int]:
+    """Job id -> JobCurrentStartDate of the jobs in the site's job_queue.log that started
+    (or finished) at or after the epoch `since`: a restarted schedd's reconnect attempt
+    leaves a job "running" with its old start date, a real new run sets a new one."""
+    ads = jql.read_log(site_path(f"{SITE_BASE}/{name}/spool/job_queue.log"))
+    found = {}
+    for key, ad in ads.items():
+        if jql.key_kind(key) != "proc":
+            continue
+        start = int(float(ad.get("JobCurrentStartDate") or 0))
+        if start >= int(since):
+            found[key] = start
+    return found
+
+
+def executing_in_log(name: str) -> set[str]:
+    """Jobs the site's job_queue.log says run and have started executing on a node."""
+    ads = jql.read_log(site_path(f"{SITE_BASE}/{name}/spool/job_queue.log"))
+    return {
+        key
+        for key, ad in ads.items()
+        if jql.key_kind(key) == "proc"
+        and ad.get("JobStatus") == "2"
+        and int(ad.get("NumJobStarts") or 0) >= 1
+    }
+
+
 def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     workspace: Path, state_dir: Path, at_site: list
 ) -> None:
@@ -102,11 +131,15 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     assert on_login_node(name) == {}
 
     running = poll(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
+    deadline = time.monotonic() + 120
+    while len(cut_off := executing_in_log(name)) < 2:  # their starters run on the nodes
+        assert time.monotonic() < deadline, f"{name}: no two jobs executing"
+        time.sleep(0.5)
     assert running["placement"] == "allocation"
     assert on_login_node(name) == {}
     (pilot,) = alive(running)
     site_run(f"scancel {pilot}")
-    killed = time.monotonic()
+    killed, killed_epoch = time.monotonic(), time.time()
     gone = poll(name, lambda a: not alive(a), "without a pilot", timeout=180, every=1)
     print(f"[allocation] Slurm reports the pilot gone {time.monotonic() - killed:.0f} s after "
           f"scancel: {gone['jobs']} ({gone['interrupted']} interrupted)")  # fmt: skip
@@ -119,11 +152,15 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     entry = sync(name)
     assert "launch" in entry["steps"], entry
     assert on_login_node(name) == {}
-    poll(name, lambda a: a["jobs"].get("running", 0) >= 1, "running again", timeout=600)
-    print(
-        f"[allocation] jobs running again {time.monotonic() - killed:.0f} s after the "
-        "pilot's death (scancel)"
-    )
+    # "running" in the log right after the new schedd starts may be a reconnect attempt
+    # to the dead startd; a job runs again when it has a start date after the kill.
+    deadline = time.monotonic() + 600
+    while not (again := set(started_since(name, killed_epoch)) & cut_off):
+        assert time.monotonic() < deadline, f"{name}: {cut_off} never started again"
+        time.sleep(1)
+    print(f"[allocation] a cut-off job ({sorted(again)[0]}) running again "
+          f"{time.monotonic() - killed:.0f} s after the pilot's death (scancel); "
+          f"cut off: {sorted(cut_off)}")  # fmt: skip
 
     deadline = time.monotonic() + 900
     while (phase := Ledger().get(name).phase) != "imported":
@@ -140,4 +177,7 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     ads = history(cluster, ["ProcId", "JobStatus", "ExitCode", "NumJobStarts"], expect=jobs)
     print(f"[allocation] starts per job: {[a.get('NumJobStarts') for a in ads]}")
     assert [(a["JobStatus"], a["ExitCode"]) for a in ads] == [(4, 0)] * jobs
+    # The jobs cut off by the kill ran once more (after it), the others once.
+    starts = {f"{cluster}.{a['ProcId']}": a.get("NumJobStarts") for a in ads}
+    assert {job for job, count in starts.items() if count == 2} == cut_off, starts
     assert on_login_node(name) == {}
