@@ -525,11 +525,36 @@ def write_allocation_files(layout: ExportLayout, settings: PoolSettings, launch:
     os.chmod(layout.node_script, 0o755)
 
 
+def expire_leases(layout: ExportLayout) -> list[str]:
+    """Jobs a dead allocation's schedd left running, their lease made expired, so that
+    the next schedd makes them idle when it starts (as it does with a lease gone) instead
+    of trying for JOB_LEASE_S to reconnect to a startd that died with that allocation.
+    Only while no pilot lives: then nothing else holds the log."""
+    path = Path(layout.spool, QUEUE_LOG)
+    if not path.exists():
+        return []
+    ads = jql.read_log(path)
+    cut_off = [
+        key
+        for key, ad in ads.items()
+        if jql.key_kind(key) == "proc" and status_of(ad.get("JobStatus")) == JobStatus.RUNNING
+    ]
+    if cut_off:
+        for key in cut_off:
+            ads[key].set("LastJobLeaseRenewal", "0")
+        jql.write_log(path, ads)
+    return cut_off
+
+
 def allocation_launch(layout: ExportLayout, plan: dict) -> dict[str, Any]:
     if int(plan.get("pilots", 1)) != 1:
         raise AgentError("the schedd runs inside the allocation: one pilot at a time")
     settings = allocation_settings(layout, plan)
     placed = place_queue(layout, settings.site_user, settings.trust_domain)
+    batch = get_batch_system(plan["batch_system"])
+    states = pilot_states(layout, batch, _read_json(Path(layout.pilot_list), []))
+    if not any(state in _ALIVE for state in states.values()):
+        expire_leases(layout)
     pilots = submit_pilots(
         layout, settings, plan, write_files=write_allocation_files, waiting=resumable
     )

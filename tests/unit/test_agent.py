@@ -212,3 +212,20 @@ def test_allocation_status_counts_a_dead_allocations_running_jobs_as_idle(
 def test_allocation_stop_with_no_pilot_returns_at_once(layout: ExportLayout) -> None:
     plan = {"placement": "allocation", "batch_system": "slurm"}
     assert agent.stop(layout, plan) == {"stopped_schedd": False, "cancelled_pilots": []}
+
+
+def test_a_dead_allocations_running_jobs_get_an_expired_lease(layout: ExportLayout) -> None:
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    queue = Path(layout.spool, "job_queue.log")
+    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
+    before = jql.read_log(queue)
+    (running,) = [k for k, ad in before.items() if ad.get("JobStatus") == "2"]
+    assert agent.expire_leases(layout) == [running]
+    after = jql.read_log(queue)
+    assert after[running].get("LastJobLeaseRenewal") == "0"
+    # Nothing else changes: the next schedd makes the job idle itself.
+    assert after[running].get("JobStatus") == "2"
+    assert {k: ad for k, ad in after.items() if k != running} == {
+        k: ad for k, ad in before.items() if k != running
+    }
+    assert agent.expire_leases(layout) == [running]  # idempotent
