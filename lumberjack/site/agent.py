@@ -14,6 +14,8 @@ JSON object on stdout; errors are {"error": "..."} with a non-zero exit code.
 system, pilot count and spec). Every command is idempotent; `launch` never puts a queue
 in place again once a schedd has started on it (that could run a job twice), and submits
 pilots only when idle jobs are left and no pilot of this export is queued or running.
+With schedd placement "allocation" (launch.json) no daemon starts on the login node: see
+the section of that name below.
 """
 
 from __future__ import annotations

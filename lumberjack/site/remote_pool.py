@@ -12,7 +12,9 @@ everything, so that `cleanup` is one `rm -r` and two exports never share state:
 The schedd, collector and negotiator run as the site account inside an Apptainer
 instance on the login node; the startds run inside the same image on the compute nodes
 (one per node, started by a pilot) and reach the collector with an IDTOKEN that allows
-nothing but advertising a startd and reading. Nothing here needs root.
+nothing but advertising a startd and reading. Nothing here needs root. With schedd
+placement "allocation" the pool runs on the first node of the pilot instead (see the
+section at the end).
 
 Stdlib only: this module runs on the login node, inside the agent's zipapp.
 """
