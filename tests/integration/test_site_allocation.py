@@ -109,18 +109,6 @@ def running_in_log(name: str) -> set[str]:
     return {k for k, ad in ads.items() if jql.key_kind(k) == "proc" and ad.get("JobStatus") == "2"}
 
 
-def executing_in_log(name: str) -> set[str]:
-    """Jobs the site's job_queue.log says run and have started executing on a node."""
-    ads = jql.read_log(site_path(f"{SITE_BASE}/{name}/spool/job_queue.log"))
-    return {
-        key
-        for key, ad in ads.items()
-        if jql.key_kind(key) == "proc"
-        and ad.get("JobStatus") == "2"
-        and int(ad.get("NumJobStarts") or 0) >= 1
-    }
-
-
 def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     workspace: Path, state_dir: Path, at_site: list
 ) -> None:
@@ -136,10 +124,6 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     assert on_login_node(name) == {}
 
     running = poll(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
-    deadline = time.monotonic() + 120
-    while len(executing := executing_in_log(name)) < 2:  # their starters run on the nodes
-        assert time.monotonic() < deadline, f"{name}: no two jobs executing"
-        time.sleep(0.5)
     assert running["placement"] == "allocation"
     assert on_login_node(name) == {}
     (pilot,) = alive(running)
@@ -153,22 +137,26 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     assert sum(gone["jobs"].values()) == jobs
     # The log is final now: the jobs it says run are the ones the kill cut off.
     cut_off = running_in_log(name)
-    assert executing <= cut_off and len(cut_off) == gone["interrupted"]
+    assert len(cut_off) == gone["interrupted"]
     assert on_login_node(name) == {}
 
     # The next pilot round: sync sees no pilot and jobs to run, and submits one.
     entry = sync(name)
     assert "launch" in entry["steps"], entry
     assert on_login_node(name) == {}
-    # "running" in the log right after the new schedd starts may be a reconnect attempt
-    # to the dead startd; a job runs again when it has a start date after the kill.
+    # "running" in the log right after the new schedd starts could be a reconnect attempt
+    # to the dead startd; a cut-off job runs again when it has a start date after the kill.
     deadline = time.monotonic() + 600
-    while not (again := set(started_since(name, killed_epoch)) & cut_off):
-        assert time.monotonic() < deadline, f"{name}: {cut_off} never started again"
+    first = None
+    while (again := set(started_since(name, killed_epoch)) & cut_off) != cut_off:
+        if again and first is None:
+            first = time.monotonic() - killed
+        assert time.monotonic() < deadline, f"{name}: of {cut_off} only {again} started again"
         time.sleep(1)
-    print(f"[allocation] a cut-off job ({sorted(again)[0]}) running again "
-          f"{time.monotonic() - killed:.0f} s after the pilot's death (scancel); "
-          f"cut off: {sorted(cut_off)}")  # fmt: skip
+    first = first if first is not None else time.monotonic() - killed
+    every = time.monotonic() - killed
+    print(f"[allocation] pilot killed (scancel) -> first cut-off job running again: "
+          f"{first:.0f} s; all {len(cut_off)} of them: {every:.0f} s")  # fmt: skip
 
     deadline = time.monotonic() + 900
     while (phase := Ledger().get(name).phase) != "imported":
@@ -185,8 +173,8 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     ads = history(cluster, ["ProcId", "JobStatus", "ExitCode", "NumJobStarts"], expect=jobs)
     print(f"[allocation] starts per job: {[a.get('NumJobStarts') for a in ads]}")
     assert [(a["JobStatus"], a["ExitCode"]) for a in ads] == [(4, 0)] * jobs
-    # The jobs the kill cut off while they executed ran once more (after it), the others
-    # once (a job matched a moment before the kill may not have executed yet).
+    # Only a job the kill cut off can have started twice (one that had not begun
+    # executing when the pilot died counts one start).
     starts = {f"{cluster}.{a['ProcId']}": a.get("NumJobStarts") for a in ads}
-    assert executing <= {job for job, count in starts.items() if count == 2} <= cut_off, starts
+    assert {job for job, count in starts.items() if count != 1} <= cut_off, starts
     assert on_login_node(name) == {}
