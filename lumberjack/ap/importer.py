@@ -34,7 +34,10 @@ from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
 from lumberjack.errors import BadInput
 
-PLACED = "placed.json"  # in BUNDLE/import-state: jobs whose outputs are in place
+PLACED = "placed.log"  # in BUNDLE/import-state: jobs whose outputs are in place, one a line
+LEGACY_PLACED = "placed.json"  # the same as one JSON list (an import begun by an older version)
+#: The placed journal is fsynced after this many jobs (and at the end).
+PLACED_SYNC_EVERY = 1000
 QUEUE_LOG = "job_queue.log"
 
 #: Caps on what import accepts; environment variables override them.
@@ -440,27 +443,15 @@ def run_import(
 
     state_dir = bundle_dir / "import-state"
     state_dir.mkdir(exist_ok=True)  # the schedd, as the owner, reads merge/ inside it
-    placed_file = state_dir / PLACED
-    placed = set(json.loads(placed_file.read_text())) if placed_file.exists() else set()
+    placed = read_placed(state_dir)
     ids = owner_ids(manifest.owner)
-    for plan in plans:
-        if plan.paths.job_id in placed:
-            continue
-        for placement in plan.placements:
-            dest = Path(placement.dest)
-            if placement.kind == "userlog":
-                assert plan.events is not None
-                journal = userlog.journal_path(state_dir, plan.paths.job_id, placement.dest)
-                written = append_events(dest, plan.events.data, journal, ids, after_append)
-                report.events_appended += plan.events.kept if written else 0
-                size = written
-            else:
-                size = place(plan.job_dir / placement.source, dest, placement.kind, ids)
-            report.files_placed += 1
-            report.bytes_placed += size
-        placed.add(plan.paths.job_id)
-        bundle_mod.write_atomic(placed_file, json.dumps(sorted(placed)).encode(), mode=0o600)
-        crash_point("import.mid-placement")
+    with PlacedJournal(state_dir / PLACED) as journal:
+        for plan in plans:
+            if plan.paths.job_id in placed:
+                continue
+            place_job(plan, state_dir, ids, report, after_append)
+            journal.add(plan.paths.job_id)
+            crash_point("import.mid-placement")
 
     crash_point("import.before-merge")
     if schedd is not None:
@@ -473,6 +464,94 @@ def run_import(
             os.chown(merge_dir / QUEUE_LOG, *ids)
         schedd.import_results(merge_dir)
     return report
+
+
+def place_job(
+    plan: JobPlan,
+    state_dir: Path,
+    ids: tuple[int, int] | None,
+    report: ImportReport,
+    after_append: Callable[[], None] | None = None,
+) -> None:
+    """Put one job's outputs in place and append its user-log events (once)."""
+    for placement in plan.placements:
+        dest = Path(placement.dest)
+        if placement.kind == "userlog":
+            assert plan.events is not None
+            journal = userlog.journal_path(state_dir, plan.paths.job_id, placement.dest)
+            written = append_events(dest, plan.events.data, journal, ids, after_append)
+            report.events_appended += plan.events.kept if written else 0
+            size = written
+        else:
+            size = place(plan.job_dir / placement.source, dest, placement.kind, ids)
+        report.files_placed += 1
+        report.bytes_placed += size
+
+
+def read_placed(state_dir: Path) -> set[str]:
+    """Jobs an earlier run of this import put in place (so they are not placed again).
+
+    A last line without its newline is a write a crash cut short: that job is placed
+    again, which is harmless (see PlacedJournal).
+    """
+    placed: set[str] = set()
+    legacy = state_dir / LEGACY_PLACED
+    if legacy.exists():
+        placed.update(json.loads(legacy.read_text()))
+    try:
+        text = (state_dir / PLACED).read_text()
+    except FileNotFoundError:
+        return placed
+    lines = text.split("\n")
+    placed.update(line for line in lines[:-1] if line)  # lines[-1]: "" or a cut-short line
+    return placed
+
+
+class PlacedJournal:
+    """Append-only record of the jobs whose outputs are in place: one job id a line.
+
+    One write per job, fsynced every PLACED_SYNC_EVERY jobs and at the end; rewriting a
+    whole list per job was quadratic. A process crash loses nothing written (the kernel
+    holds it). A power cut may lose the lines since the last fsync; those jobs are then
+    placed again on the next run, which is harmless: a regular output is the same returned
+    file renamed into place again (atomic, same content), and user-log events have their
+    own journal (userlog.append_once) that keeps them from being appended twice.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = -1
+        self.unsynced = 0
+
+    def __enter__(self) -> PlacedJournal:
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.fd = os.open(self.path, flags, 0o600)
+        size = os.fstat(self.fd).st_size
+        if size and os.pread(self.fd, 1, size - 1) != b"\n":
+            # A line a crash cut short (read_placed skipped it): drop it, so that ending
+            # it with the next line cannot turn "7.1" of "7.12" into a job id.
+            whole = os.pread(self.fd, size, 0)
+            os.ftruncate(self.fd, whole.rfind(b"\n") + 1)
+        return self
+
+    def add(self, job_id: str) -> None:
+        line = f"{job_id}\n".encode()
+        if os.write(self.fd, line) != len(line):
+            raise OSError(f"{self.path}: short write")
+        self.unsynced += 1
+        if self.unsynced >= PLACED_SYNC_EVERY:
+            self.sync()
+
+    def sync(self) -> None:
+        if self.unsynced:
+            os.fsync(self.fd)
+            self.unsynced = 0
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.sync()
+        finally:
+            os.close(self.fd)
 
 
 def append_events(

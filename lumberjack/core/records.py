@@ -11,6 +11,7 @@ cannot evaluate the latter when the annotations are checked.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from pathlib import Path
@@ -29,14 +30,24 @@ class RecordError(ValueError):
     """The data does not have the record's shape; the message names the field."""
 
 
+@functools.cache
+def _json_names(cls: type) -> tuple[str, ...]:
+    """The fields of a dataclass that go into its JSON (a class's fields never change)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("json", True))
+
+
+@functools.cache
+def _init_fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
+    """(type hints, init fields by name) of a dataclass: evaluating the annotations costs
+    more than building a record, and a manifest holds one record per job."""
+    hints = typing.get_type_hints(cls)
+    return hints, {f.name: f for f in dataclasses.fields(cls) if f.init}
+
+
 def to_json(record: Any) -> Any:
     """A dataclass (or list/dict/tuple of them) as plain JSON values."""
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        return {
-            f.name: to_json(getattr(record, f.name))
-            for f in dataclasses.fields(record)
-            if f.metadata.get("json", True)
-        }
+        return {name: to_json(getattr(record, name)) for name in _json_names(type(record))}
     if isinstance(record, dict):
         return {str(k): to_json(v) for k, v in record.items()}
     if isinstance(record, (list, tuple, set, frozenset)):
@@ -108,8 +119,7 @@ def _build(kind: Any, data: Any, where: str) -> Any:
 
 def _dataclass(cls: Any, data: Any, where: str) -> Any:
     _expect(isinstance(data, dict), where, "an object")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints, known = _init_fields(cls)
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise RecordError(f"{where}: unknown field {unknown[0]!r}")
