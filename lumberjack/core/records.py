@@ -23,6 +23,7 @@ T = TypeVar("T")
 NOT_IN_JSON = {"json": False}
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 _UNIONS = (Union, getattr(types, "UnionType", Union))  # `X | None` is types.UnionType
 
 
@@ -46,6 +47,8 @@ def _init_fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field
 
 def to_json(record: Any) -> Any:
     """A dataclass (or list/dict/tuple of them) as plain JSON values."""
+    if type(record) in _PLAIN:  # most values: no dataclass test (a manifest has millions)
+        return record
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
         return {name: to_json(getattr(record, name)) for name in _json_names(type(record))}
     if isinstance(record, dict):
@@ -73,13 +76,18 @@ def from_json(cls: type[T], data: Any, where: str = "") -> T:
     return _build(cls, data, where or cls.__name__)
 
 
+@functools.cache
+def _shape(kind: Any) -> tuple[bool, Any, tuple[Any, ...]]:
+    """(is a dataclass, origin, args) of a type, worked out once per type."""
+    return dataclasses.is_dataclass(kind), typing.get_origin(kind), typing.get_args(kind)
+
+
 def _build(kind: Any, data: Any, where: str) -> Any:
-    if kind is Any:
+    if kind is Any or (kind is str and type(data) is str):  # the common case first
         return data
-    if dataclasses.is_dataclass(kind):
+    is_record, origin, args = _shape(kind)
+    if is_record:
         return _dataclass(kind, data, where)
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
     if origin in _UNIONS:
         if data is None and type(None) in args:
             return None
