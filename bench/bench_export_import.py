@@ -196,7 +196,6 @@ def memory_child(kind: str, directory: Path, n: int) -> dict[str, Any]:
     import resource
 
     from lumberjack.ap import export, importer
-    from lumberjack.ap.pathmap import PathMap
     from lumberjack.core import jobqueuelog as jql
 
     started = time.perf_counter()
@@ -219,13 +218,12 @@ def memory_child(kind: str, directory: Path, n: int) -> dict[str, Any]:
     else:
         bundle = directory / "bundle"
         spool = bundle / "returned"
-        manifest, ads, _plans = importer.plan_import(bundle, spool)
-        ads, _completed, _idle = importer.import_ads(
-            ads, PathMap.from_json(manifest.path_map), importer._sent_queue(bundle)
-        )
-        merge = directory / "merge"
-        merge.mkdir(exist_ok=True)
-        jql.write_log(merge / "job_queue.log", ads)
+        # What run_import does before the schedd's call (no outputs come back here, so
+        # nothing to place): check and plan, the merge log written.
+        _manifest, merge, _plans = importer.plan_import(bundle, spool)
+        merge_dir = directory / "merge"
+        merge_dir.mkdir(exist_ok=True)
+        jql.write_log(merge_dir / "job_queue.log", merge.ads)
     elapsed = time.perf_counter() - started
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"kind": kind, "jobs": n, "seconds": round(elapsed, 2), "peak_kib": peak_kib}

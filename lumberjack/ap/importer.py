@@ -337,7 +337,7 @@ def plan_import(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "
             "cannot tell the site's results from its changes"
         )
-    sent_text = jql.format_records(jql.records_for_ads(sent))
+    sent_text = jql.log_text(sent)  # its size bounds the returned queue's
     returned = read_returned_queue(
         spool / QUEUE_LOG, len(sent_text.encode("utf-8", "surrogateescape")), sent_text.count("\n")
     )

@@ -761,6 +761,11 @@ def _checked_ads(ads: Mapping[str, Ad]) -> Iterator[tuple[str, Ad]]:
         yield key, ad
 
 
+def log_text(ads: Mapping[str, Ad], seq: int = 1, timestamp: int | None = None) -> str:
+    """The text write_log() writes for ``ads``; no list of records is built on the way."""
+    return _log_text(ads, seq, timestamp)
+
+
 def _log_text(ads: Mapping[str, Ad], seq: int, timestamp: int | None) -> str:
     """format_records(records_for_ads(ads, seq, timestamp)), without building the records.
 
