@@ -359,6 +359,7 @@ def write_bundle(
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
     jql.write_log(spool_dir / "job_queue.log", ads)
+    del ads, clusters  # the queue is written: its memory goes to the manifest's JSON
     entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
     crash_point("export.before-manifest")
     manifest = bundle_mod.Manifest(

@@ -13,6 +13,7 @@ twice, no job merged twice (the schedd only merges jobs still managed externally
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -127,18 +128,18 @@ def manifest_digest(bundle_dir: Path) -> str:
     return bundle_mod.sha256_file(bundle_dir / bundle_mod.MANIFEST)
 
 
-def load_checked_manifest(bundle_dir: Path, expected_sha256: str | None) -> bundle_mod.Manifest:
-    if expected_sha256 is not None:
-        try:
-            found = manifest_digest(bundle_dir)
-        except OSError as exc:
-            raise BadInput(f"{bundle_dir}: cannot read the manifest: {exc.strerror}") from exc
-        if found != expected_sha256:
-            raise BadInput(
-                f"{bundle_dir / bundle_mod.MANIFEST} changed after export "
-                "(its sha256 is not the one the ledger recorded); refusing to import"
-            )
-    return bundle_mod.load_manifest(bundle_dir)
+def load_checked_manifest(
+    bundle_dir: Path, expected_sha256: str | None, read: bundle_mod.ReadManifest | None = None
+) -> bundle_mod.Manifest:
+    """The manifest, refused when its sha256 is not the one the ledger recorded (checked
+    before it is parsed); ``read``: the manifest as a caller already read and parsed it."""
+    data = read.data if read is not None else bundle_mod.read_manifest_bytes(bundle_dir)
+    if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+        raise BadInput(
+            f"{bundle_dir / bundle_mod.MANIFEST} changed after export "
+            "(its sha256 is not the one the ledger recorded); refusing to import"
+        )
+    return read.manifest if read is not None else bundle_mod.parse_manifest_bytes(bundle_dir, data)
 
 
 def read_returned_queue(path: Path, sent_bytes: int, sent_records: int) -> dict[str, jql.Ad]:
@@ -326,10 +327,11 @@ def plan_import(
     *,
     manifest_sha256: str | None = None,
     limits: Limits | None = None,
+    read: bundle_mod.ReadManifest | None = None,
 ) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
     """Check everything that came back; raise BadInput before any change."""
     limits = limits or Limits.from_env()
-    manifest = load_checked_manifest(bundle_dir, manifest_sha256)
+    manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
     path_map = PathMap.from_json(manifest.path_map)
     sent = sent_queue(bundle_dir, manifest)
     if sent is None:
@@ -425,9 +427,16 @@ def run_import(
     manifest_sha256: str | None = None,
     limits: Limits | None = None,
     after_append: Callable[[], None] | None = None,
+    read: bundle_mod.ReadManifest | None = None,
 ) -> ImportReport:
+    """Import a returned spool; ``read``: the bundle's manifest as the caller read it
+    (bundle.read_manifest_once), checked against ``manifest_sha256`` and used as is."""
     manifest, merge, plans = plan_import(
-        bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits
+        bundle_dir,
+        spool,
+        manifest_sha256=manifest_sha256,
+        limits=limits,
+        read=read,
     )
     report = ImportReport(manifest.name, jobs=len(plans))
     report.completed, report.handed_back_idle = merge.completed, merge.idle
