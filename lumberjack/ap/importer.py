@@ -167,8 +167,11 @@ def read_returned_queue(path: Path, sent_bytes: int, sent_records: int) -> dict[
             f"returned queue has more than {max_records} records for {sent_records} sent; "
             "refusing to read it"
         )
+    text = data.decode("utf-8", "surrogateescape")
+    del data  # a 100,000-job queue is a few hundred MB: one copy at a time
     try:
-        records = jql.parse_records(data.decode("utf-8", "surrogateescape"), str(path))
+        records = jql.parse_records(text, str(path))
+        del text
         return jql.replay(records, str(path))
     except jql.JobQueueLogError as exc:
         raise BadInput(f"returned queue is corrupt: {exc}") from exc
@@ -249,17 +252,29 @@ class QueueMerge:
 
 
 def merge_queue(
-    returned: dict[str, jql.Ad], sent: dict[str, jql.Ad], path_map: PathMap, jobs: list[str]
+    returned: dict[str, jql.Ad],
+    sent: dict[str, jql.Ad],
+    path_map: PathMap,
+    jobs: list[str],
+    *,
+    consume: bool = False,
 ) -> QueueMerge:
-    """The queue for the schedd: every sent ad as it left, each job plus its results."""
+    """The queue for the schedd: every sent ad as it left, each job plus its results.
+
+    With ``consume`` the caller hands ``returned`` and ``sent`` over: they are emptied as
+    the merge goes, so three whole queues are never in memory at once.
+    """
     back = _by_number(returned)
     sent_nums = {jql.parse_key(k) for k in sent}
+    if consume:
+        returned.clear()  # `back` holds the ads now
     wanted = set(jobs)
     merge = QueueMerge({})
-    for key, ad in sent.items():
+    for key in list(sent):
+        ad = sent.pop(key) if consume else sent[key]
         num = jql.parse_key(key)
         kind = jql.key_kind(key)
-        there = back.get(num)
+        there = back.pop(num, None) if consume else back.get(num)
         if kind != "proc":
             merge.ads[key] = jql.Ad(key, ad.my_type, ad.target_type, dict(ad.attrs))
             if there is not None and kind != "header":
@@ -339,11 +354,10 @@ def plan_import(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "
             "cannot tell the site's results from its changes"
         )
-    sent_text = jql.log_text(sent)  # its size bounds the returned queue's
-    returned = read_returned_queue(
-        spool / QUEUE_LOG, len(sent_text.encode("utf-8", "surrogateescape")), sent_text.count("\n")
-    )
-    merge = merge_queue(returned, sent, path_map, list(manifest.jobs))
+    sent_bytes, sent_records = _log_size(sent)
+    returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
+    merge = merge_queue(returned, sent, path_map, list(manifest.jobs), consume=True)
+    del returned, sent
 
     plans = []
     total = 0
@@ -367,6 +381,13 @@ def plan_import(
             plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
         plans.append(plan)
     return manifest, merge, plans
+
+
+def _log_size(ads: dict[str, jql.Ad]) -> tuple[int, int]:
+    """(bytes, records) of the log write_log() writes for ``ads``: it bounds the
+    returned queue's."""
+    text = jql.log_text(ads)
+    return len(text.encode("utf-8", "surrogateescape")), text.count("\n")
 
 
 def check_returned_name(name: str, job_id: str) -> None:
