@@ -91,7 +91,9 @@ def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
         raise BadInput(_nothing_in_queue(schedd, selection))
     if selection.ids:
         _check_ids_found(selection.ids, jobs)
-    _check_whole_clusters(schedd, jobs)
+    if not selection.ids or any("." in i for i in selection.ids):
+        # Whole clusters named by id were queried whole: no second query of them.
+        _check_whole_clusters(schedd, jobs)
     preflight(jobs)
     return sorted(jobs, key=lambda j: (j["ClusterId"], j["ProcId"]))
 
