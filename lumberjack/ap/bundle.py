@@ -46,7 +46,7 @@ def check_relative(path: str, source: str) -> str:
 def write_manifest(bundle_dir: Path, manifest: Manifest) -> Path:
     target = bundle_dir / MANIFEST
     # No indent: json's C encoder only runs without one (5x faster on 100,000 jobs).
-    write_atomic(target, json.dumps(manifest.to_json(), sort_keys=True).encode() + b"\n")
+    write_atomic(target, json.dumps(manifest.to_json(), sort_keys=True).encode())
     return target
 
 

@@ -376,6 +376,7 @@ def write_bundle(
         path_map=path_map.to_json(),
         site=site,
     )
+    del path_map  # the manifest holds its JSON: the records' memory goes to writing it
     bundle_mod.write_manifest(plan.bundle_dir, manifest)
     return manifest
 
