@@ -91,7 +91,9 @@ def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
         raise BadInput(_nothing_in_queue(schedd, selection))
     if selection.ids:
         _check_ids_found(selection.ids, jobs)
-    _check_whole_clusters(schedd, jobs)
+    if not selection.ids or any("." in i for i in selection.ids):
+        # Whole clusters named by id were queried whole: no second query of them.
+        _check_whole_clusters(schedd, jobs)
     preflight(jobs)
     return sorted(jobs, key=lambda j: (j["ClusterId"], j["ProcId"]))
 
@@ -359,6 +361,7 @@ def write_bundle(
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
     jql.write_log(spool_dir / "job_queue.log", ads)
+    del ads, clusters  # the queue is written: its memory goes to the manifest's JSON
     entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
     crash_point("export.before-manifest")
     manifest = bundle_mod.Manifest(
@@ -373,6 +376,7 @@ def write_bundle(
         path_map=path_map.to_json(),
         site=site,
     )
+    del path_map  # the manifest holds its JSON: the records' memory goes to writing it
     bundle_mod.write_manifest(plan.bundle_dir, manifest)
     return manifest
 

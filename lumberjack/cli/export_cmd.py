@@ -11,7 +11,7 @@ import click
 
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
-from lumberjack.ap.bundle import load_manifest
+from lumberjack.ap.bundle import read_manifest_once
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
@@ -240,13 +240,15 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
     else:
         raise BadInput("give an export NAME or --in DIR")
     # A bundle from elsewhere has no ledger entry; one of ours must be in a phase to import.
-    record = ledger.find(load_manifest(bundle_dir).name)
+    # Read once: the import checks these very bytes against the ledger's digest.
+    read = read_manifest_once(bundle_dir)
+    record = ledger.find(read.manifest.name)
     if record is not None:
         phases.check(record.phase, "import --in", record.name)
     schedd = None if dry_run else LocalSchedd()
     digest = record.info.get("manifest_sha256") if record is not None else None
     report = importer.run_import(
-        schedd, bundle_dir, spool, dry_run=dry_run, manifest_sha256=digest
+        schedd, bundle_dir, spool, dry_run=dry_run, manifest_sha256=digest, read=read
     ).to_json()
     if record is not None and not dry_run:
         ledger.move(record.name, "import --in")
