@@ -134,6 +134,9 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     def act() -> dict[str, Any]:
         manifest = bundle_mod.load_manifest(record.bundle_dir)
         conn = site.conn
+        # The export's directory is the site account's alone before anything lands in it.
+        root = shlex.quote(layout.root)
+        conn.run(f"mkdir -p {root} && chmod 700 {root}")
         report = conn.upload(
             record.bundle_dir / "spool",
             posixpath.join(layout.bundle, "spool"),
@@ -141,8 +144,8 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
             progress=site.progress,
         )
         conn.put_bytes((record.bundle_dir / bundle_mod.MANIFEST).read_bytes(),
-                       posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o644)  # fmt: skip
-        conn.put_bytes(build_agent(), layout.agent, 0o755)
+                       posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o600)  # fmt: skip
+        conn.put_bytes(build_agent(), layout.agent, 0o700)
         return {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
                 "skipped_files": report.skipped_files}  # fmt: skip
 
@@ -185,7 +188,7 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     def act() -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
         site.conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
-                            0o644)  # fmt: skip
+                            0o600)  # fmt: skip
         return site.agent(layout, "launch")
 
     result = _step(ledger, record.name, "launch", act)
@@ -263,9 +266,18 @@ def import_results(
     return report
 
 
-def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str, Any]:
-    """Remove the site directory and the local bundle of a finished export."""
-    check_phase(record, "cleanup")
+def cleanup(
+    ledger: Ledger, site: Site | None, record: ExportRecord, *, site_only: bool = False
+) -> dict[str, Any]:
+    """Remove the site directory and the local bundle of a finished export.
+
+    `site_only` (step "cleanup --site", from fetched): only the site directory, with
+    the pool's signing key and the pilots' token; the bundle stays, and with it the way
+    home (import, or unexport --discard). The local bundle never goes while the local
+    schedd still counts the jobs as exported: that is what the phase table ensures.
+    """
+    step = "cleanup --site" if site_only else "cleanup"
+    check_phase(record, step)
 
     def act() -> dict[str, Any]:
         result: dict[str, Any] = {}
@@ -277,14 +289,26 @@ def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str
                 result["remote"] = site.agent(layout, "remove")
             else:
                 result["remote"] = {"removed": False, "reason": "nothing at the site"}
-        if record.bundle_dir.exists():
+        if not site_only and record.bundle_dir.exists():
             shutil.rmtree(record.bundle_dir)
             result["local_removed"] = str(record.bundle_dir)
         return result
 
-    result = _step(ledger, record.name, "cleanup", act)
-    ledger.move(record.name, "cleanup")
+    result = _step(ledger, record.name, step, act)
+    ledger.move(record.name, step)
     return result
+
+
+def discard_and_hand_back(ledger: Ledger, schedd: Any, record: ExportRecord) -> int:
+    """Step "unexport --discard": the jobs of a fetched export whose import refused go
+    back to the local schedd as they left it; nothing that came back is merged."""
+    check_phase(record, "unexport --discard")
+    count = _step(
+        ledger, record.name, "unexport --discard",
+        lambda: {"jobs": schedd.unexport(record.clusters)},
+    )["jobs"]  # fmt: skip
+    ledger.move(record.name, "unexport --discard", message="results discarded")
+    return count
 
 
 # ---- advancing -----------------------------------------------------------------------
