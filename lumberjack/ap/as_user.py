@@ -7,9 +7,10 @@ read anyway (the rule HTCondor's own file transfer follows), and nothing the use
 swap under the bundle makes root write or read somewhere else. When lumberjack runs as
 the owner (or the owner is root) the same functions run in this process.
 
-The child is `python -I -m lumberjack.ap.as_user` (a fresh interpreter, so no thread of
-this process is copied into it): one JSON request on stdin; on stdout one JSON line per
-progress report and a last line with the result or the error.
+The child is forked (the interpreter may live where the owner cannot reach it, e.g. a
+root-only virtualenv) and drops to the owner before it does anything else; it reports
+through a pipe, one JSON line per progress report and a last line with the result or the
+error. Export opens no thread before it (the SSH connection is closed by then).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -58,52 +57,55 @@ def call_as(
     if ids is None:
         return _calls()[name](progress=progress, **args)
     uid, gid = ids
-    child = subprocess.Popen(
-        [sys.executable, "-I", "-m", "lumberjack.ap.as_user"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd="/",
-        user=uid,
-        group=gid,
-        extra_groups=os.getgrouplist(owner, gid),
-        umask=0o077,
-    )
-    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    child.stdin.write(json.dumps({"call": name, "args": args}))
-    child.stdin.close()
+    groups = os.getgrouplist(owner, gid)
+    call = _calls()[name]  # looked up (and imported) before the fork
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: become the owner, do the work, report, exit
+        os.close(read_end)
+        _child(write_end, uid, gid, groups, call, args)
+    os.close(write_end)
     answer: dict[str, Any] = {}
-    for line in child.stdout:
-        answer = json.loads(line)
-        if "progress" in answer and progress:
-            progress(answer["progress"])
-    stderr = child.stderr.read()
-    child.wait()
+    try:
+        with os.fdopen(read_end) as lines:
+            for line in lines:
+                answer = json.loads(line)
+                if "progress" in answer and progress:
+                    progress(answer["progress"])
+    finally:
+        _, status = os.waitpid(pid, 0)
     if "error" in answer:
         kind = BadInput if answer.get("kind") == "BadInput" else LumberjackError
         raise kind(answer["error"])
     if "result" not in answer:
-        detail = (stderr.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
-        raise LumberjackError(f"reading the inputs as {owner} failed: {detail}")
+        raise LumberjackError(f"reading the inputs as {owner} failed (wait status {status})")
     return answer["result"]
 
 
-def main() -> int:
-    request = json.loads(sys.stdin.read())
-
-    def report(size: int) -> None:
-        print(json.dumps({"progress": size}), flush=True)
-
+def _child(
+    fd: int, uid: int, gid: int, groups: list[int], call: Callable[..., Any], args: dict
+) -> None:
+    code = 1
     try:
-        result = _calls()[request["call"]](progress=report, **request["args"])
-    except (LumberjackError, OSError, ValueError) as exc:
-        kind = "BadInput" if isinstance(exc, BadInput) else type(exc).__name__
-        print(json.dumps({"error": str(exc), "kind": kind}), flush=True)
-        return 1
-    print(json.dumps({"result": result}), flush=True)
-    return 0
+        with os.fdopen(fd, "w") as out:
 
+            def report(size: int) -> None:
+                out.write(json.dumps({"progress": size}) + "\n")
+                out.flush()
 
-if __name__ == "__main__":
-    sys.exit(main())
+            try:
+                os.setgroups(groups)
+                os.setgid(gid)
+                os.setuid(uid)  # last: after it, no way back to root
+                os.umask(0o077)
+                os.chdir("/")
+                answer = {"result": call(progress=report, **args)}
+                code = 0
+            except (LumberjackError, OSError, ValueError) as exc:
+                kind = "BadInput" if isinstance(exc, BadInput) else type(exc).__name__
+                answer = {"error": str(exc), "kind": kind}
+            except BaseException as exc:  # reported, never raised into the parent's code
+                answer = {"error": f"{type(exc).__name__}: {exc}", "kind": "internal"}
+            out.write(json.dumps(answer) + "\n")
+    finally:
+        os._exit(code)

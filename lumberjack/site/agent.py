@@ -440,6 +440,7 @@ def launch(layout: ExportLayout) -> dict[str, Any]:
     settings = settings_for(layout, plan)
     placed = place_queue(layout, settings.site_user, settings.trust_domain)
     pool = start_pool(layout, settings)
+    make_private(layout.root)  # the daemons' first files (logs, certificates, addresses)
     pilots = submit_pilots(layout, settings, plan)
     return {"place": placed, "pool": pool, "pilots": pilots}
 

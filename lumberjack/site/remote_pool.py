@@ -33,8 +33,6 @@ PILOT_IDENTITY = "pilot"
 #: schedd and shadow reach the startd and starter through the claim's own session, and
 #: a node's master and startd talk through their parent-child session.
 PILOT_AUTHZ = ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
-#: Levels a pilot's identity never gets, whatever its token says (DENY wins over ALLOW).
-PILOT_DENIED = ("WRITE", "DAEMON", "NEGOTIATOR", "ADMINISTRATOR", "ADVERTISE_SCHEDD", "CONFIG")
 #: Where HTCondor's Debian and upstream packages put their helper programs.
 RELEASE_LINES = """RELEASE_DIR = /usr
 LIBEXEC = /usr/libexec/condor
@@ -142,7 +140,6 @@ def _security(settings: PoolSettings, client_methods: str) -> str:
     owner = settings.owner_identity
     pilot = settings.pilot_identity
     daemons = f"{owner} condor@{settings.trust_domain}"
-    denied = "\n".join(f"DENY_{level} = {pilot}" for level in PILOT_DENIED)
     return f"""UID_DOMAIN = {settings.trust_domain}
 TRUST_DOMAIN = {settings.trust_domain}
 SEC_DEFAULT_AUTHENTICATION = REQUIRED
@@ -161,7 +158,8 @@ ALLOW_CONFIG = {daemons}
 ALLOW_ADVERTISE_SCHEDD = {daemons}
 ALLOW_ADVERTISE_STARTD = {pilot}
 ALLOW_ADVERTISE_MASTER = {daemons} {pilot}
-{denied}"""
+# No DENY lists: a DENY at a level also denies every level it implies (DAEMON implies
+# ADVERTISE_STARTD), so the pilot's identity is simply absent from every other list."""
 
 
 def pool_config(settings: PoolSettings) -> str:
