@@ -18,10 +18,13 @@ Every command opens at most one SSH connection per site (`Site`), on first use.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shlex
 import shutil
+import stat
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Callable
 
 from lumberjack.ap import bundle as bundle_mod
@@ -228,6 +231,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         stopped = site.agent(layout, "stop")
+        _private_dir(record.bundle_dir / RETURNED)
         report = site.conn.download(
             layout.spool,
             record.bundle_dir / RETURNED,
@@ -240,6 +244,19 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     result = _step(ledger, record.name, "fetch", act)
     ledger.move(record.name, "fetch")
     return result
+
+
+def _private_dir(path: Path) -> None:
+    """`path` as a real directory of this account, 0700: the bundle around it belongs to
+    the job's owner, who must not swap it for a link before lumberjack writes into it."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise BadInput(f"{path} is not a directory of this account; remove it and fetch again")
+    os.chmod(path, 0o700)
 
 
 def import_results(
