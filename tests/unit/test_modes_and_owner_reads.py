@@ -121,11 +121,13 @@ def test_inputs_are_read_with_the_owners_identity(shared_dir: Path) -> None:
     public.write_text("anyone may read this\n")
     public.chmod(0o644)
     inputs = shared_dir / "inputs"
-    inputs.mkdir(mode=0o755)
+    inputs.mkdir()
+    inputs.chmod(0o755)  # explicit: the agent's tests leave this process's umask at 077
     (inputs / "to-secret").symlink_to(secret)
     (inputs / "to-public").symlink_to(public)
     folder = inputs / "folder"
-    folder.mkdir(mode=0o755)
+    folder.mkdir()
+    folder.chmod(0o755)
     (folder / "ok.txt").write_text("ok\n")
     (folder / "ok.txt").chmod(0o644)
 
