@@ -106,8 +106,15 @@ class Ledger:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.path = self.directory / "ledger.sqlite"
         # Only this account reads the ledger (jobs, paths, sites of every user); SQLite
-        # gives its -wal and -shm files the database's mode.
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        # gives its -wal and -shm files the database's mode. Never open and close the
+        # file itself once it exists: closing any descriptor of it drops this process's
+        # POSIX locks, those of its open SQLite connections too, and a WAL database
+        # whose locks vanish loses commits or is corrupted.
+        if not self.path.exists():
+            try:
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass
         if os.stat(self.path).st_mode & 0o077:
             os.chmod(self.path, 0o600)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)

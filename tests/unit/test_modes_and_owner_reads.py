@@ -39,6 +39,29 @@ def test_the_ledger_is_its_accounts_alone(tmp_path: Path) -> None:
         assert mode(journal) == 0o600, journal
 
 
+def test_a_second_ledger_never_opens_the_database_file_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing any descriptor of the database drops the process's POSIX locks, those of
+    an open SQLite connection too; the crash walk lost a WAL commit that way."""
+    first = Ledger(tmp_path / "state")
+    (tmp_path / "state" / "ledger.sqlite").chmod(0o644)  # an older version's mode
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path: str, *args: int, **kwargs: int) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    second = Ledger(tmp_path / "state")
+    assert str(first.path) not in opened
+    assert mode(second.path) == 0o600
+    first.create("calib", site=None, bundle_dir=tmp_path / "b", remote_spool="/s",
+                 owner="alice", clusters=[1], jobs=["1.0"])  # fmt: skip
+    assert second.get("calib").owner == "alice"
+
+
 def test_bundle_directories_and_files_are_the_owners_alone(tmp_path: Path) -> None:
     owned = tmp_path / "bundle"
     export_mod.prepare_owned_dir(owned, pwd.getpwuid(os.getuid()).pw_name)
