@@ -14,6 +14,7 @@ import posixpath
 import pwd
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack import __version__
+from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
@@ -91,7 +93,9 @@ def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
         raise BadInput(_nothing_in_queue(schedd, selection))
     if selection.ids:
         _check_ids_found(selection.ids, jobs)
-    _check_whole_clusters(schedd, jobs)
+    if not selection.ids or any("." in i for i in selection.ids):
+        # Whole clusters named by id were queried whole: no second query of them.
+        _check_whole_clusters(schedd, jobs)
     preflight(jobs)
     return sorted(jobs, key=lambda j: (j["ClusterId"], j["ProcId"]))
 
@@ -196,7 +200,8 @@ def owner_ids(owner: str) -> tuple[int, int] | None:
 
 
 def prepare_owned_dir(path: Path, owner: str) -> None:
-    """An empty directory the job owner can write: the schedd acts as the owner."""
+    """An empty directory the job owner can write (the schedd acts as the owner) and
+    nobody else can read (0700)."""
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise BadInput(f"export directory {path} is not empty; give a new or empty directory")
     try:
@@ -205,6 +210,7 @@ def prepare_owned_dir(path: Path, owner: str) -> None:
         raise BadInput(f"cannot create export directory {path}: {exc.strerror}") from exc
     if not os.access(path, os.W_OK):
         raise BadInput(f"export directory {path} is not writable")
+    os.chmod(path, 0o700)
     ids = owner_ids(owner)
     if os.geteuid() == 0 and ids is not None:
         os.chown(path, *ids)
@@ -229,10 +235,12 @@ def plan_export(
     for job in jobs:
         # The jobs' effective ads stand in for cluster+proc ads: same answers, no change.
         path_map.add(rewrite_job(job["ClusterId"], job["ProcId"], job.texts, {}, remote_spool))
-    files, size = _check_inputs(path_map)
+    owner = str(jobs[0]["Owner"])
+    inputs = [item.to_json() for item in path_map.inputs.values()]
+    files, size = as_user.call_as(owner, "check_inputs", {"inputs": inputs})
     plan = Plan(
         name=name,
-        owner=str(jobs[0]["Owner"]),
+        owner=owner,
         clusters=sorted({j["ClusterId"] for j in jobs}),
         jobs=[f"{j['ClusterId']}.{j['ProcId']}" for j in jobs],
         bundle_dir=bundle_dir,
@@ -244,26 +252,65 @@ def plan_export(
     return plan, jobs, path_map
 
 
-def _check_inputs(path_map: PathMap) -> tuple[int, int]:
-    count = size = 0
-    for item in path_map.inputs.values():
-        path = Path(item.local_path)
-        if not path.exists():
-            raise BadInput(f"input file {item.local_path} does not exist")
-        if path.is_dir():
-            for sub in path.rglob("*"):
-                if sub.is_file():
-                    count += 1
-                    size += sub.stat().st_size
-        else:
-            if not os.access(path, os.R_OK):
-                raise BadInput(f"input file {item.local_path} is not readable")
-            count += 1
-            size += path.stat().st_size
-    return count, size
-
-
 ProgressCallback = Callable[[int], None]
+
+
+def check_inputs_json(inputs: list[dict], progress: ProgressCallback | None = None) -> list[int]:
+    """[files, bytes] of the inputs; BadInput for the first one that is missing or that
+    this process cannot open (run as the job's owner: see as_user)."""
+    count = size = 0
+    for data in inputs:
+        local = data["local_path"]
+        for path, _ in input_files(local):
+            count += 1
+            size += _readable_size(path)
+    return [count, size]
+
+
+def input_files(local: str) -> list[tuple[str, str]]:
+    """(path, path relative to `local`) of the regular files an input stands for: itself,
+    or those below it (symlinked directories are not entered; dangling links, FIFOs and
+    devices are no inputs). Symlinks are followed with this process's identity."""
+    try:
+        top = os.stat(local)
+    except FileNotFoundError:
+        raise BadInput(f"input file {local} does not exist") from None
+    except OSError as exc:
+        raise BadInput(f"input file {local} is not readable: {exc.strerror}") from None
+    if not stat.S_ISDIR(top.st_mode):
+        return [(local, "")]
+
+    def fail(exc: OSError) -> None:
+        raise BadInput(f"input directory {local}: cannot read {exc.filename}: {exc.strerror}")
+
+    found = []
+    for directory, _, names in os.walk(local, onerror=fail):
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                mode = os.stat(path).st_mode
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise BadInput(f"input file {path} is not readable: {exc.strerror}") from None
+            if stat.S_ISREG(mode):
+                found.append((path, os.path.relpath(path, local)))
+    return sorted(found, key=lambda pair: pair[1])
+
+
+def _readable_size(path: str) -> int:
+    # Opened, not only stat'ed: what counts is whether this identity may read it.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise BadInput(f"input file {path} is not readable: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise BadInput(f"input file {path} is not a regular file")
+    return info.st_size
 
 
 def run_export(
@@ -275,8 +322,9 @@ def run_export(
     site: str | None,
     info: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
-) -> bundle_mod.Manifest:
-    """Export for real: ledger first, then the schedd, then the bundle."""
+) -> dict[str, int]:
+    """Export for real: ledger first, then the schedd, then the bundle. The bundle's
+    file count and bytes."""
     with ledger.lock(plan.name):
         ledger.create(
             plan.name,
@@ -302,7 +350,10 @@ def run_export(
                     "rolled back"
                 )
             local_iwds = {f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs}
-            manifest = write_bundle(plan, result.log, local_iwds, site=site, progress=progress)
+            # Written as the owner: its inputs are read, and the bundle made, as the owner.
+            args = {"plan": plan.to_json(), "native_log": str(result.log),
+                    "local_iwds": local_iwds, "site": site}  # fmt: skip
+            written = as_user.call_as(plan.owner, "write_bundle", args, progress)
             # Import refuses a manifest (and so a path map) changed after this point.
             ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
                 plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip
@@ -311,7 +362,7 @@ def run_export(
             rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
             raise
         ledger.move(plan.name, "export")
-        return manifest
+        return written
 
 
 def rollback(
@@ -325,6 +376,21 @@ def rollback(
             ledger.step(name, "rollback", "failed", str(exc))
             raise
     ledger.move(name, "rollback", message=f"rolled back: {reason}")
+
+
+def write_bundle_json(
+    plan: dict[str, Any],
+    native_log: str,
+    local_iwds: dict[str, str],
+    site: str | None,
+    progress: ProgressCallback | None = None,
+) -> Any:
+    """write_bundle with JSON arguments (for as_user); only the counts come back, since
+    the manifest of 100,000 jobs is large and is on disk."""
+    manifest = write_bundle(
+        Plan.from_json(plan), Path(native_log), local_iwds, site=site, progress=progress
+    )
+    return {"files": len(manifest.files), "bytes": manifest.total_bytes()}
 
 
 def write_bundle(
@@ -359,6 +425,7 @@ def write_bundle(
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
     jql.write_log(spool_dir / "job_queue.log", ads)
+    del ads, clusters  # the queue is written: its memory goes to the manifest's JSON
     entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
     crash_point("export.before-manifest")
     manifest = bundle_mod.Manifest(
@@ -373,6 +440,7 @@ def write_bundle(
         path_map=path_map.to_json(),
         site=site,
     )
+    del path_map  # the manifest holds its JSON: the records' memory goes to writing it
     bundle_mod.write_manifest(plan.bundle_dir, manifest)
     return manifest
 
@@ -383,15 +451,11 @@ def copy_inputs(
     """Copy every input once into the bundle's spool mirror; hash while copying."""
     entries = []
     for item in path_map.inputs.values():
-        source = Path(item.local_path)
         relative = posixpath.relpath(item.remote_path, path_map.remote_spool)
-        sources = [(source, relative)]
-        if source.is_dir():
-            sources = [
-                (sub, posixpath.join(relative, sub.relative_to(source).as_posix()))
-                for sub in sorted(source.rglob("*"))
-                if sub.is_file()
-            ]
+        sources = [
+            (Path(path), posixpath.join(relative, below) if below else relative)
+            for path, below in input_files(item.local_path)
+        ]
         for src, rel in sources:
             try:
                 size, digest = bundle_mod.copy_hashed(src, spool_dir / rel)

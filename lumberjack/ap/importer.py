@@ -13,6 +13,7 @@ twice, no job merged twice (the schedd only merges jobs still managed externally
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -34,7 +35,10 @@ from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
 from lumberjack.errors import BadInput
 
-PLACED = "placed.json"  # in BUNDLE/import-state: jobs whose outputs are in place
+PLACED = "placed.log"  # in BUNDLE/import-state: jobs whose outputs are in place, one a line
+LEGACY_PLACED = "placed.json"  # the same as one JSON list (an import begun by an older version)
+#: The placed journal is fsynced after this many jobs (and at the end).
+PLACED_SYNC_EVERY = 1000
 QUEUE_LOG = "job_queue.log"
 
 #: Caps on what import accepts; environment variables override them.
@@ -124,18 +128,18 @@ def manifest_digest(bundle_dir: Path) -> str:
     return bundle_mod.sha256_file(bundle_dir / bundle_mod.MANIFEST)
 
 
-def load_checked_manifest(bundle_dir: Path, expected_sha256: str | None) -> bundle_mod.Manifest:
-    if expected_sha256 is not None:
-        try:
-            found = manifest_digest(bundle_dir)
-        except OSError as exc:
-            raise BadInput(f"{bundle_dir}: cannot read the manifest: {exc.strerror}") from exc
-        if found != expected_sha256:
-            raise BadInput(
-                f"{bundle_dir / bundle_mod.MANIFEST} changed after export "
-                "(its sha256 is not the one the ledger recorded); refusing to import"
-            )
-    return bundle_mod.load_manifest(bundle_dir)
+def load_checked_manifest(
+    bundle_dir: Path, expected_sha256: str | None, read: bundle_mod.ReadManifest | None = None
+) -> bundle_mod.Manifest:
+    """The manifest, refused when its sha256 is not the one the ledger recorded (checked
+    before it is parsed); ``read``: the manifest as a caller already read and parsed it."""
+    data = read.data if read is not None else bundle_mod.read_manifest_bytes(bundle_dir)
+    if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+        raise BadInput(
+            f"{bundle_dir / bundle_mod.MANIFEST} changed after export "
+            "(its sha256 is not the one the ledger recorded); refusing to import"
+        )
+    return read.manifest if read is not None else bundle_mod.parse_manifest_bytes(bundle_dir, data)
 
 
 def read_returned_queue(path: Path, sent_bytes: int, sent_records: int) -> dict[str, jql.Ad]:
@@ -163,8 +167,11 @@ def read_returned_queue(path: Path, sent_bytes: int, sent_records: int) -> dict[
             f"returned queue has more than {max_records} records for {sent_records} sent; "
             "refusing to read it"
         )
+    text = data.decode("utf-8", "surrogateescape")
+    del data  # a 100,000-job queue is a few hundred MB: one copy at a time
     try:
-        records = jql.parse_records(data.decode("utf-8", "surrogateescape"), str(path))
+        records = jql.parse_records(text, str(path))
+        del text
         return jql.replay(records, str(path))
     except jql.JobQueueLogError as exc:
         raise BadInput(f"returned queue is corrupt: {exc}") from exc
@@ -245,17 +252,29 @@ class QueueMerge:
 
 
 def merge_queue(
-    returned: dict[str, jql.Ad], sent: dict[str, jql.Ad], path_map: PathMap, jobs: list[str]
+    returned: dict[str, jql.Ad],
+    sent: dict[str, jql.Ad],
+    path_map: PathMap,
+    jobs: list[str],
+    *,
+    consume: bool = False,
 ) -> QueueMerge:
-    """The queue for the schedd: every sent ad as it left, each job plus its results."""
+    """The queue for the schedd: every sent ad as it left, each job plus its results.
+
+    With ``consume`` the caller hands ``returned`` and ``sent`` over: they are emptied as
+    the merge goes, so three whole queues are never in memory at once.
+    """
     back = _by_number(returned)
     sent_nums = {jql.parse_key(k) for k in sent}
+    if consume:
+        returned.clear()  # `back` holds the ads now
     wanted = set(jobs)
     merge = QueueMerge({})
-    for key, ad in sent.items():
+    for key in list(sent):
+        ad = sent.pop(key) if consume else sent[key]
         num = jql.parse_key(key)
         kind = jql.key_kind(key)
-        there = back.get(num)
+        there = back.pop(num, None) if consume else back.get(num)
         if kind != "proc":
             merge.ads[key] = jql.Ad(key, ad.my_type, ad.target_type, dict(ad.attrs))
             if there is not None and kind != "header":
@@ -323,10 +342,11 @@ def plan_import(
     *,
     manifest_sha256: str | None = None,
     limits: Limits | None = None,
+    read: bundle_mod.ReadManifest | None = None,
 ) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
     """Check everything that came back; raise BadInput before any change."""
     limits = limits or Limits.from_env()
-    manifest = load_checked_manifest(bundle_dir, manifest_sha256)
+    manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
     path_map = PathMap.from_json(manifest.path_map)
     sent = sent_queue(bundle_dir, manifest)
     if sent is None:
@@ -334,11 +354,10 @@ def plan_import(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "
             "cannot tell the site's results from its changes"
         )
-    sent_text = jql.format_records(jql.records_for_ads(sent))
-    returned = read_returned_queue(
-        spool / QUEUE_LOG, len(sent_text.encode("utf-8", "surrogateescape")), sent_text.count("\n")
-    )
-    merge = merge_queue(returned, sent, path_map, list(manifest.jobs))
+    sent_bytes, sent_records = _log_size(sent)
+    returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
+    merge = merge_queue(returned, sent, path_map, list(manifest.jobs), consume=True)
+    del returned, sent
 
     plans = []
     total = 0
@@ -362,6 +381,13 @@ def plan_import(
             plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
         plans.append(plan)
     return manifest, merge, plans
+
+
+def _log_size(ads: dict[str, jql.Ad]) -> tuple[int, int]:
+    """(bytes, records) of the log write_log() writes for ``ads``: it bounds the
+    returned queue's."""
+    text = jql.log_text(ads)
+    return len(text.encode("utf-8", "surrogateescape")), text.count("\n")
 
 
 def check_returned_name(name: str, job_id: str) -> None:
@@ -422,9 +448,16 @@ def run_import(
     manifest_sha256: str | None = None,
     limits: Limits | None = None,
     after_append: Callable[[], None] | None = None,
+    read: bundle_mod.ReadManifest | None = None,
 ) -> ImportReport:
+    """Import a returned spool; ``read``: the bundle's manifest as the caller read it
+    (bundle.read_manifest_once), checked against ``manifest_sha256`` and used as is."""
     manifest, merge, plans = plan_import(
-        bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits
+        bundle_dir,
+        spool,
+        manifest_sha256=manifest_sha256,
+        limits=limits,
+        read=read,
     )
     report = ImportReport(manifest.name, jobs=len(plans))
     report.completed, report.handed_back_idle = merge.completed, merge.idle
@@ -440,27 +473,15 @@ def run_import(
 
     state_dir = bundle_dir / "import-state"
     state_dir.mkdir(exist_ok=True)  # the schedd, as the owner, reads merge/ inside it
-    placed_file = state_dir / PLACED
-    placed = set(json.loads(placed_file.read_text())) if placed_file.exists() else set()
+    placed = read_placed(state_dir)
     ids = owner_ids(manifest.owner)
-    for plan in plans:
-        if plan.paths.job_id in placed:
-            continue
-        for placement in plan.placements:
-            dest = Path(placement.dest)
-            if placement.kind == "userlog":
-                assert plan.events is not None
-                journal = userlog.journal_path(state_dir, plan.paths.job_id, placement.dest)
-                written = append_events(dest, plan.events.data, journal, ids, after_append)
-                report.events_appended += plan.events.kept if written else 0
-                size = written
-            else:
-                size = place(plan.job_dir / placement.source, dest, placement.kind, ids)
-            report.files_placed += 1
-            report.bytes_placed += size
-        placed.add(plan.paths.job_id)
-        bundle_mod.write_atomic(placed_file, json.dumps(sorted(placed)).encode(), mode=0o600)
-        crash_point("import.mid-placement")
+    with PlacedJournal(state_dir / PLACED) as journal:
+        for plan in plans:
+            if plan.paths.job_id in placed:
+                continue
+            place_job(plan, state_dir, ids, report, after_append)
+            journal.add(plan.paths.job_id)
+            crash_point("import.mid-placement")
 
     crash_point("import.before-merge")
     if schedd is not None:
@@ -473,6 +494,94 @@ def run_import(
             os.chown(merge_dir / QUEUE_LOG, *ids)
         schedd.import_results(merge_dir)
     return report
+
+
+def place_job(
+    plan: JobPlan,
+    state_dir: Path,
+    ids: tuple[int, int] | None,
+    report: ImportReport,
+    after_append: Callable[[], None] | None = None,
+) -> None:
+    """Put one job's outputs in place and append its user-log events (once)."""
+    for placement in plan.placements:
+        dest = Path(placement.dest)
+        if placement.kind == "userlog":
+            assert plan.events is not None
+            journal = userlog.journal_path(state_dir, plan.paths.job_id, placement.dest)
+            written = append_events(dest, plan.events.data, journal, ids, after_append)
+            report.events_appended += plan.events.kept if written else 0
+            size = written
+        else:
+            size = place(plan.job_dir / placement.source, dest, placement.kind, ids)
+        report.files_placed += 1
+        report.bytes_placed += size
+
+
+def read_placed(state_dir: Path) -> set[str]:
+    """Jobs an earlier run of this import put in place (so they are not placed again).
+
+    A last line without its newline is a write a crash cut short: that job is placed
+    again, which is harmless (see PlacedJournal).
+    """
+    placed: set[str] = set()
+    legacy = state_dir / LEGACY_PLACED
+    if legacy.exists():
+        placed.update(json.loads(legacy.read_text()))
+    try:
+        text = (state_dir / PLACED).read_text()
+    except FileNotFoundError:
+        return placed
+    lines = text.split("\n")
+    placed.update(line for line in lines[:-1] if line)  # lines[-1]: "" or a cut-short line
+    return placed
+
+
+class PlacedJournal:
+    """Append-only record of the jobs whose outputs are in place: one job id a line.
+
+    One write per job, fsynced every PLACED_SYNC_EVERY jobs and at the end; rewriting a
+    whole list per job was quadratic. A process crash loses nothing written (the kernel
+    holds it). A power cut may lose the lines since the last fsync; those jobs are then
+    placed again on the next run, which is harmless: a regular output is the same returned
+    file renamed into place again (atomic, same content), and user-log events have their
+    own journal (userlog.append_once) that keeps them from being appended twice.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = -1
+        self.unsynced = 0
+
+    def __enter__(self) -> PlacedJournal:
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.fd = os.open(self.path, flags, 0o600)
+        size = os.fstat(self.fd).st_size
+        if size and os.pread(self.fd, 1, size - 1) != b"\n":
+            # A line a crash cut short (read_placed skipped it): drop it, so that ending
+            # it with the next line cannot turn "7.1" of "7.12" into a job id.
+            whole = os.pread(self.fd, size, 0)
+            os.ftruncate(self.fd, whole.rfind(b"\n") + 1)
+        return self
+
+    def add(self, job_id: str) -> None:
+        line = f"{job_id}\n".encode()
+        if os.write(self.fd, line) != len(line):
+            raise OSError(f"{self.path}: short write")
+        self.unsynced += 1
+        if self.unsynced >= PLACED_SYNC_EVERY:
+            self.sync()
+
+    def sync(self) -> None:
+        if self.unsynced:
+            os.fsync(self.fd)
+            self.unsynced = 0
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.sync()
+        finally:
+            os.close(self.fd)
 
 
 def append_events(

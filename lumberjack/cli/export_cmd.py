@@ -11,7 +11,7 @@ import click
 
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
-from lumberjack.ap.bundle import load_manifest
+from lumberjack.ap.bundle import read_manifest_once
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
@@ -171,15 +171,15 @@ def _run_export(
     report: list[str] | None = None,
 ) -> tuple[dict[str, Any], str]:
     with for_command(not show_progress).task("copying inputs", plan.input_bytes) as advance:
-        manifest = export_mod.run_export(
+        written = export_mod.run_export(
             schedd, ledger, plan, jobs, site=site, info=info, progress=advance
         )
     data = {
         "ok": True,
         **plan.to_json(),
         **(extra or {}),
-        "files": len(manifest.files),
-        "bytes": manifest.total_bytes(),
+        "files": written["files"],
+        "bytes": written["bytes"],
     }
     text = _plan_text(plan, dry=False)
     if report:
@@ -240,13 +240,15 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
     else:
         raise BadInput("give an export NAME or --in DIR")
     # A bundle from elsewhere has no ledger entry; one of ours must be in a phase to import.
-    record = ledger.find(load_manifest(bundle_dir).name)
+    # Read once: the import checks these very bytes against the ledger's digest.
+    read = read_manifest_once(bundle_dir)
+    record = ledger.find(read.manifest.name)
     if record is not None:
         phases.check(record.phase, "import --in", record.name)
     schedd = None if dry_run else LocalSchedd()
     digest = record.info.get("manifest_sha256") if record is not None else None
     report = importer.run_import(
-        schedd, bundle_dir, spool, dry_run=dry_run, manifest_sha256=digest
+        schedd, bundle_dir, spool, dry_run=dry_run, manifest_sha256=digest, read=read
     ).to_json()
     if record is not None and not dry_run:
         ledger.move(record.name, "import --in")
@@ -304,12 +306,20 @@ def _unexport_help() -> str:
 
 @cli.command("unexport", help=_unexport_help())
 @click.argument("name")
+@click.option(
+    "--discard",
+    is_flag=True,
+    help="From phase fetched, when import refuses what came back: hand the jobs back as "
+    "they left and drop the results (finished jobs will run again).",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
 @json_option
-def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
+def unexport_command(name: str, discard: bool, dry_run: bool, as_json: bool) -> None:
     ledger = Ledger()
     record = ledger.get(name)
-    if not phases.ends("unexport", record.phase):
+    if discard:
+        phases.check(record.phase, "unexport --discard", name)
+    elif not phases.ends("unexport", record.phase):
         raise BadInput(unexport_refusal(name, record.phase))
     if dry_run:
         emit(
@@ -319,8 +329,13 @@ def unexport_command(name: str, dry_run: bool, as_json: bool) -> None:
         )
         return
     with ledger.lock(name):
-        count = LocalSchedd().unexport(record.clusters)
-        ledger.move(name, "unexport")
+        if discard:
+            from lumberjack.state import lifecycle
+
+            count = lifecycle.discard_and_hand_back(ledger, LocalSchedd(), ledger.get(name))
+        else:
+            count = LocalSchedd().unexport(record.clusters)
+            ledger.move(name, "unexport")
     emit(
         as_json,
         {"ok": True, "jobs": count, "clusters": record.clusters},
@@ -341,7 +356,13 @@ def unexport_refusal(name: str, phase: Phase) -> str:
         return f"{head}: there is nothing left to hand back"
     steps = " then ".join(f"`condor_lumberjack {step} {name}`" for step in home)
     idle = " (jobs that did not finish come back idle)" if "fetch" in home else ""
-    return f"{head}: bring its jobs home with {steps}{idle}"
+    refused = ""
+    if phases.ends("unexport --discard", phase):
+        refused = (
+            f"; if import refuses what came back, `condor_lumberjack unexport --discard {name}`"
+            " hands them back as they left"
+        )
+    return f"{head}: bring its jobs home with {steps}{idle}{refused}"
 
 
 @cli.command("exports")

@@ -140,6 +140,8 @@ def fetch_command(name: str, dry_run: bool, as_json: bool) -> None:
 CLEANUP_HELP = f"""Remove a finished export's directory at the site and its local bundle.
 
     Only for exports in phase {phases.either(phases.starts("cleanup"))}.
+    With --site, from phase {phases.either(phases.starts("cleanup --site"))} (an import
+    that refused): only the site directory goes, with the pool's keys; the bundle stays.
 
     \b
     Example:
@@ -149,9 +151,17 @@ CLEANUP_HELP = f"""Remove a finished export's directory at the site and its loca
 
 @cli.command("cleanup", help=CLEANUP_HELP)
 @name_argument
+@click.option("--site", "site_only", is_flag=True, help="Only the site directory.")
 @dry_run_option
 @json_option
-def cleanup_command(name: str, dry_run: bool, as_json: bool) -> None:
+def cleanup_command(name: str, site_only: bool, dry_run: bool, as_json: bool) -> None:
+    if site_only:
+
+        def site_step(ledger: Ledger, site: lifecycle.Site, record: ExportRecord) -> dict:
+            return lifecycle.cleanup(ledger, site, record, site_only=True)
+
+        _one_step(name, as_json, dry_run, site_step, "cleanup --site")
+        return
     ledger = Ledger()
     record = ledger.get(name)
     if not record.site:

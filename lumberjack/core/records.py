@@ -11,6 +11,7 @@ cannot evaluate the latter when the annotations are checked.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from pathlib import Path
@@ -22,6 +23,7 @@ T = TypeVar("T")
 NOT_IN_JSON = {"json": False}
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 _UNIONS = (Union, getattr(types, "UnionType", Union))  # `X | None` is types.UnionType
 
 
@@ -29,14 +31,26 @@ class RecordError(ValueError):
     """The data does not have the record's shape; the message names the field."""
 
 
+@functools.cache
+def _json_names(cls: type) -> tuple[str, ...]:
+    """The fields of a dataclass that go into its JSON (a class's fields never change)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("json", True))
+
+
+@functools.cache
+def _init_fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
+    """(type hints, init fields by name) of a dataclass: evaluating the annotations costs
+    more than building a record, and a manifest holds one record per job."""
+    hints = typing.get_type_hints(cls)
+    return hints, {f.name: f for f in dataclasses.fields(cls) if f.init}
+
+
 def to_json(record: Any) -> Any:
     """A dataclass (or list/dict/tuple of them) as plain JSON values."""
+    if type(record) in _PLAIN:  # most values: no dataclass test (a manifest has millions)
+        return record
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        return {
-            f.name: to_json(getattr(record, f.name))
-            for f in dataclasses.fields(record)
-            if f.metadata.get("json", True)
-        }
+        return {name: to_json(getattr(record, name)) for name in _json_names(type(record))}
     if isinstance(record, dict):
         return {str(k): to_json(v) for k, v in record.items()}
     if isinstance(record, (list, tuple, set, frozenset)):
@@ -62,13 +76,18 @@ def from_json(cls: type[T], data: Any, where: str = "") -> T:
     return _build(cls, data, where or cls.__name__)
 
 
+@functools.cache
+def _shape(kind: Any) -> tuple[bool, Any, tuple[Any, ...]]:
+    """(is a dataclass, origin, args) of a type, worked out once per type."""
+    return dataclasses.is_dataclass(kind), typing.get_origin(kind), typing.get_args(kind)
+
+
 def _build(kind: Any, data: Any, where: str) -> Any:
-    if kind is Any:
+    if kind is Any or (kind is str and type(data) is str):  # the common case first
         return data
-    if dataclasses.is_dataclass(kind):
+    is_record, origin, args = _shape(kind)
+    if is_record:
         return _dataclass(kind, data, where)
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
     if origin in _UNIONS:
         if data is None and type(None) in args:
             return None
@@ -108,8 +127,7 @@ def _build(kind: Any, data: Any, where: str) -> Any:
 
 def _dataclass(cls: Any, data: Any, where: str) -> Any:
     _expect(isinstance(data, dict), where, "an object")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints, known = _init_fields(cls)
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise RecordError(f"{where}: unknown field {unknown[0]!r}")

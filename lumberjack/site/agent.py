@@ -27,6 +27,7 @@ import os
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -283,7 +284,7 @@ def submit_pilots(
         spec.output_dir = str(pilots_dir / "out")
         script = pilots_dir / f"{spec.name}.sh"
         script.write_text(batch.render_pilot_script(spec))
-        script.chmod(0o755)
+        script.chmod(0o700)
         result = subprocess.run(
             batch.submit_command(str(script)), capture_output=True, text=True, cwd=pilots_dir
         )
@@ -320,7 +321,7 @@ def write_pilot_files(layout: ExportLayout, settings: PoolSettings, launch: dict
         retire_s=spec["retire_s"],
     )
     Path(layout.node_script).write_text(node)
-    os.chmod(layout.node_script, 0o755)
+    os.chmod(layout.node_script, 0o700)
 
 
 _ALIVE = (PilotState.QUEUED, PilotState.RUNNING, PilotState.FINISHING, PilotState.UNKNOWN)
@@ -456,10 +457,28 @@ def settings_for(layout: ExportLayout, launch: dict) -> PoolSettings:
     )
 
 
+def make_private(root: str) -> int:
+    """Take group and other bits off everything under `root` (and root itself): other
+    accounts on the site read no input, output, queue, key or token. Files that arrived
+    with a wider mode (the transfer keeps the executable bit, and the ssh session's umask
+    decides the rest) are narrowed here; the pool's own daemons run as this account, so
+    they lose nothing. Links are not followed. Returns how many modes changed."""
+    changed = 0
+    for _, _, files, dir_fd in os.fwalk(root):  # each directory comes as "." once
+        for name in (".", *files):
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+                continue
+            os.chmod(name, stat.S_IMODE(st.st_mode) & 0o700, dir_fd=dir_fd)
+            changed += 1
+    return changed
+
+
 def launch(layout: ExportLayout) -> dict[str, Any]:
     plan = _read_json(Path(layout.root, "launch.json"), None)
     if plan is None:
         raise AgentError(f"{layout.root}/launch.json is missing; run launch from the access point")
+    make_private(layout.root)
     if not Path(plan["image"]).is_file():
         raise AgentError(f"site image {plan['image']} not found; see the site profile's image")
     if in_allocation(plan):
@@ -468,6 +487,7 @@ def launch(layout: ExportLayout) -> dict[str, Any]:
     placed = place_queue(layout, settings.site_user, settings.trust_domain)
     crash_point("launch.after-place")
     pool = start_pool(layout, settings)
+    make_private(layout.root)  # the daemons' first files (logs, certificates, addresses)
     crash_point("launch.after-pool")
     pilots = submit_pilots(layout, settings, plan)
     crash_point("launch.after-pilots")
@@ -619,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("launch", "status", "stop", "remove"))
     parser.add_argument("export_dir")
     args = parser.parse_args(argv)
+    # Everything the agent and the daemons it starts create is this account's alone.
+    os.umask(0o077)
     layout = ExportLayout(os.path.abspath(args.export_dir))
     plan = _read_json(Path(layout.root, "launch.json"), None)
     try:

@@ -29,8 +29,12 @@ from lumberjack.site.batch import BatchSystem
 
 #: Identity the pilots' token carries (`pilot@<trust domain>`).
 PILOT_IDENTITY = "pilot"
-#: Authorizations the pilots' token is limited to.
-PILOT_AUTHZ = ("ADVERTISE_STARTD", "ADVERTISE_MASTER", "READ", "DAEMON")
+#: Authorizations the pilots' token is limited to: what a startd and its master send
+#: with it, to the collector. Not DAEMON: it implies WRITE (submit, edit, hold, remove).
+#: Everything else a pilot does runs in sessions HTCondor keys without the token: the
+#: schedd and shadow reach the startd and starter through the claim's own session, and
+#: a node's master and startd talk through their parent-child session.
+PILOT_AUTHZ = ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
 #: Where HTCondor's Debian and upstream packages put their helper programs.
 RELEASE_LINES = """RELEASE_DIR = /usr
 LIBEXEC = /usr/libexec/condor
@@ -146,14 +150,19 @@ SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS
 SEC_CLIENT_AUTHENTICATION_METHODS = {client_methods}
 SEC_DEFAULT_ENCRYPTION = REQUIRED
 SEC_DEFAULT_INTEGRITY = REQUIRED
-# Nobody but the site account (local tools: FS) and this export's pilots (token).
+# Nobody but the site account (local tools: FS) and this export's pilots (token); a
+# pilot may read and advertise its startd and master, nothing else.
 ALLOW_READ = {daemons} {pilot}
 ALLOW_WRITE = {daemons}
-ALLOW_DAEMON = {daemons} {pilot}
+ALLOW_DAEMON = {daemons}
 ALLOW_NEGOTIATOR = {daemons}
 ALLOW_ADMINISTRATOR = {daemons}
+ALLOW_CONFIG = {daemons}
+ALLOW_ADVERTISE_SCHEDD = {daemons}
 ALLOW_ADVERTISE_STARTD = {pilot}
-ALLOW_ADVERTISE_MASTER = {daemons} {pilot}"""
+ALLOW_ADVERTISE_MASTER = {daemons} {pilot}
+# No DENY lists: a DENY at a level also denies every level it implies (DAEMON implies
+# ADVERTISE_STARTD), so the pilot's identity is simply absent from every other list."""
 
 
 def pool_config(settings: PoolSettings) -> str:

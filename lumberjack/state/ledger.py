@@ -105,6 +105,18 @@ class Ledger:
         # who may not be the account running lumberjack (root on an access point).
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.path = self.directory / "ledger.sqlite"
+        # Only this account reads the ledger (jobs, paths, sites of every user); SQLite
+        # gives its -wal and -shm files the database's mode. Never open and close the
+        # file itself once it exists: closing any descriptor of it drops this process's
+        # POSIX locks, those of its open SQLite connections too, and a WAL database
+        # whose locks vanish loses commits or is corrupted.
+        if not self.path.exists():
+            try:
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass
+        if os.stat(self.path).st_mode & 0o077:
+            os.chmod(self.path, 0o600)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -217,7 +229,7 @@ class Ledger:
     def lock(self, name: str, wait: bool = False) -> Iterator[None]:
         """Hold the export's lock: one lumberjack process acts on an export at a time."""
         locks = self.directory / "locks"
-        locks.mkdir(exist_ok=True)
+        locks.mkdir(mode=0o700, exist_ok=True)
         with open(locks / f"{name}.lock", "w") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

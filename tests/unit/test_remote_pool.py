@@ -332,37 +332,9 @@ def test_node_script_runs_and_retires_on_usr1(tmp_path: Path) -> None:
     """A real run of node.sh (stand-in apptainer), under a path with spaces: the node
     directories appear, USR1 turns the node off peacefully through its master's address
     file, and node.sh exits with the master's own status."""
-    root = tmp_path / "my exports" / "calib"
-    settings = make_settings(str(root), image=str(tmp_path / "site image.sif"))
-    stub = tmp_path / "bin"
-    stub.mkdir()
-    (stub / "apptainer").write_text(STUB_APPTAINER)
-    (stub / "apptainer").chmod(0o755)
-    calls = tmp_path / "calls"
-    calls.mkdir()
-    script = Path(settings.layout.node_script)
-    script.parent.mkdir(parents=True)
-    script.write_text(
-        remote_pool.node_script(
-            settings, batch=SLURM, cores=3, memory_mb=0, walltime_s=600, retire_s=60
-        )
-    )
-    script.chmod(0o755)
-    env = {
-        **os.environ,
-        "PATH": f"{stub}:{os.environ['PATH']}",
-        "STUB_DIR": str(calls),
-        "SLURM_JOB_ID": "4242",
-        "SLURMD_NODENAME": "c7",
-    }
-    node_dir = Path(settings.layout.pilots, "nodes", "pilot-4242-c7")
-    proc = subprocess.Popen(
-        [str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    settings, calls, proc, _env = start_node(tmp_path)
+    root = Path(settings.layout.root)
     try:
-        wait_for(lambda: (node_dir / "log" / ".master_address").exists())
-        for sub in ("log", "lock", "run", "execute", "spool"):
-            assert (node_dir / sub).is_dir()
         proc.send_signal(signal.SIGUSR1)
         out, err = proc.communicate(timeout=15)
     finally:

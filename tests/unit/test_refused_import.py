@@ -1,0 +1,152 @@
+"""An import that refuses what came back (a job injected at the site, a queue the site
+broke) must not wedge an export: from fetched, `cleanup --site` removes the site's
+directory with the pool's keys while the bundle stays, `unexport --discard` hands the jobs
+back as they left, and `cleanup` then removes the rest. The local bundle never goes
+while the local schedd still counts the jobs as exported. Against the fake site."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.site_cmd  # noqa: F401
+from lumberjack.cli import cli
+from lumberjack.core import jobqueuelog as jql
+from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.profiles.request import build_request
+from lumberjack.profiles.sites import find_profile
+from lumberjack.state import lifecycle, phases
+from lumberjack.state.ledger import Ledger
+
+
+def load_fixture(name: str):  # -> module
+    from conftest import load_fixture_module
+
+    return load_fixture_module(name)
+
+
+fake = load_fixture("fake_site")
+site_bundle = load_fixture("site_bundle")
+ROOT = "/home/hpcuser/lj/calib"
+
+
+def injected(remote_spool: str, statuses: tuple[str, ...] = ("1", "1")) -> dict[str, jql.Ad]:
+    """The site's queue as it left, plus a cluster nobody exported (injected there)."""
+    ads = site_bundle.queue_ads(remote_spool, statuses)
+    for key in (jql.cluster_key(99), jql.proc_key(99, 0)):
+        attrs = {"ClusterId": "99", "ProcId": "0", "Cmd": '"/bin/evil"', "JobStatus": "4"}
+        ads[key] = jql.Ad(key, "(empty)", "(empty)", attrs)
+    return ads
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "state")
+
+
+def fetched(ledger: Ledger, tmp_path: Path, queue=site_bundle.queue_ads):  # -> (site, schedd)
+    bundle = site_bundle.build(tmp_path / "calib")
+    ledger.create(
+        "calib", site="testbed", bundle_dir=bundle, remote_spool=f"{ROOT}/spool",
+        owner="alice", clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
+        info={"remote_dir": ROOT, "request": lifecycle.request_info(
+            build_request(find_profile("testbed"), nodes=3, cores=2, walltime="30m"))},
+    )  # fmt: skip
+    ledger.move("calib", "export")
+    ledger.move("calib", "export")
+    remote_spool = json.loads((bundle / "manifest.json").read_text())["remote_spool"]
+    site = fake.FakeSite(queue, remote_spool)
+    schedd = fake.FakeSchedd()
+    lifecycle.ship(ledger, site, ledger.get("calib"))
+    lifecycle.launch(ledger, site, ledger.get("calib"))
+    site.finish()
+    lifecycle.fetch(ledger, site, ledger.get("calib"))
+    assert ledger.get("calib").phase == "fetched"
+    return site, schedd
+
+
+def site_files(site) -> list[str]:
+    return sorted(p for p in site.connection.files if p.startswith(ROOT + "/"))
+
+
+def test_a_broken_queue_from_the_site_can_still_be_cleaned_up_and_handed_back(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    site, schedd = fetched(ledger, tmp_path)
+    record = ledger.get("calib")
+    (record.bundle_dir / lifecycle.RETURNED / "job_queue.log").write_text("garbage\n")
+    with pytest.raises(LumberjackError):
+        lifecycle.import_results(ledger, schedd, record)
+    assert ledger.get("calib").phase == "fetched" and schedd.merged == []
+
+    # Plain cleanup would remove the bundle while the jobs are still exported: refused.
+    with pytest.raises(BadInput, match="is fetched; cleanup needs phase"):
+        lifecycle.cleanup(ledger, site, ledger.get("calib"))
+    assert site_files(site) and record.bundle_dir.exists()
+
+    removed = lifecycle.cleanup(ledger, site, ledger.get("calib"), site_only=True)
+    assert removed["remote"] == {"removed": True} and "local_removed" not in removed
+    assert site_files(site) == [] and not site.pool_running
+    assert record.bundle_dir.exists() and ledger.get("calib").phase == "fetched"
+
+    assert lifecycle.discard_and_hand_back(ledger, schedd, ledger.get("calib")) == 1
+    assert schedd.unexported == [[site_bundle.CLUSTER]] and schedd.merged == []
+    assert ledger.get("calib").phase == "unexported"
+    final = lifecycle.cleanup(ledger, site, ledger.get("calib"))
+    assert final["local_removed"] == str(record.bundle_dir) and not record.bundle_dir.exists()
+    assert ledger.get("calib").phase == "cleaned"
+    steps = [s["step"] for s in ledger.steps("calib") if s["step"].startswith("phase:")]
+    assert steps[-3:] == ["phase:fetched", "phase:unexported", "phase:cleaned"]
+
+
+def test_a_job_injected_at_the_site_never_wedges_the_export(ledger: Ledger, tmp_path: Path) -> None:
+    """Whatever import makes of the injected job (take what was sent, or refuse), the
+    jobs come home exactly once and the site's directory goes."""
+    site, schedd = fetched(ledger, tmp_path, queue=injected)
+    try:
+        lifecycle.import_results(ledger, schedd, ledger.get("calib"))
+    except LumberjackError:
+        pass
+    if ledger.get("calib").phase == "fetched":
+        lifecycle.cleanup(ledger, site, ledger.get("calib"), site_only=True)
+        lifecycle.discard_and_hand_back(ledger, schedd, ledger.get("calib"))
+    lifecycle.cleanup(ledger, site, ledger.get("calib"))
+    assert ledger.get("calib").phase == "cleaned" and site_files(site) == []
+    assert len(schedd.merged) + len(schedd.unexported) == 1
+    for merged in schedd.merged:
+        assert {jql.parse_key(k).cluster for k in merged if jql.key_kind(k) == "proc"} == {7}
+
+
+@pytest.mark.parametrize("phase", ["launched", "running", "finished"])
+def test_nothing_is_handed_back_while_the_site_holds_the_jobs(ledger: Ledger, phase: str) -> None:
+    """The site's schedd may still run them: neither escape exists before fetch."""
+    assert phases.ends("unexport --discard", phase) == ()
+    assert phases.ends("cleanup --site", phase) == ()
+    assert phases.ends("cleanup", phase) == ()
+    assert phases.ends("unexport", phase) == ()
+
+
+def test_the_command_line_offers_the_escapes_from_fetched(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger.create("calib", site="testbed", bundle_dir=tmp_path / "b", remote_spool="/s",
+                  owner="alice", clusters=[7], jobs=["7.0"])  # fmt: skip
+    ledger.set_phase("calib", "fetched")
+    monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(ledger.directory))
+    refused = CliRunner().invoke(cli, ["unexport", "calib"])
+    assert refused.exit_code == 2
+    assert "`condor_lumberjack unexport --discard calib` hands them back" in refused.stderr
+    assert "From phase fetched" in CliRunner().invoke(cli, ["unexport", "--help"]).stdout
+    dry = CliRunner().invoke(cli, ["unexport", "--discard", "--dry-run", "calib"])
+    assert dry.exit_code == 0 and "would hand back clusters [7]" in dry.stdout
+    site_dry = CliRunner().invoke(cli, ["cleanup", "--site", "--dry-run", "calib"])
+    assert site_dry.exit_code == 0 and "would cleanup --site 'calib'" in site_dry.stdout
+    ledger.set_phase("calib", "launched")
+    too_early = CliRunner().invoke(cli, ["unexport", "--discard", "calib"])
+    assert too_early.exit_code == 2
+    assert "unexport --discard needs phase fetched" in too_early.stderr
+    assert ledger.get("calib").phase == "launched"
