@@ -113,13 +113,13 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     workspace: Path, state_dir: Path, at_site: list
 ) -> None:
     job_dir = make_job_dir(workspace)
-    jobs = 10
-    cluster = submit(job_dir, jobs, arguments="$(Process) 0 40")
+    jobs = 32  # 4 slots (2 nodes of 2 cores): 8 rounds of 10 s jobs
+    cluster = submit(job_dir, jobs, arguments="$(Process) 0 10")
     before = tree(job_dir)
     name = f"alloc-{uuid.uuid4().hex[:6]}"
     at_site.append(name)
     lumberjack("export", "--ids", str(cluster), "--site", SITE, "--name", name,
-               "--nodes", "2", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
+               "--nodes", "2", "--cores", "2", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
     assert sync(name)["phase"] == "launched"
     assert on_login_node(name) == {}
 
