@@ -21,7 +21,7 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import results, safe_write, userlog
@@ -157,27 +157,42 @@ def read_returned_queue(path: Path, sent_bytes: int, sent_records: int) -> dict[
             )
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+            records = jql.parse_file(
+                _BoundedReader(handle, max_bytes), str(path), max_records=max_records
+            )
     except OSError as exc:
         raise BadInput(f"returned queue unreadable: {exc.strerror or exc}") from exc
-    if len(data) > max_bytes:
-        raise BadInput(f"returned queue grew past {max_bytes} bytes while read; refusing it")
-    if data.count(b"\n") > max_records:
+    except jql.TooManyRecords:
         raise BadInput(
             f"returned queue has more than {max_records} records for {sent_records} sent; "
             "refusing to read it"
-        )
-    text = data.decode("utf-8", "surrogateescape")
-    del data  # a 100,000-job queue is a few hundred MB: one copy at a time
+        ) from None
+    except jql.JobQueueLogError as exc:
+        raise BadInput(f"returned queue is corrupt: {exc}") from exc
     try:
-        records = jql.parse_records(text, str(path))
-        del text
         return jql.replay(records, str(path))
     except jql.JobQueueLogError as exc:
         raise BadInput(f"returned queue is corrupt: {exc}") from exc
 
 
-def sent_queue(bundle_dir: Path, manifest: bundle_mod.Manifest) -> dict[str, jql.Ad] | None:
+class _BoundedReader:
+    """A file read a piece at a time (the queue's text never exists whole) that refuses
+    to give more than `limit` bytes: a file growing while it is read is refused too."""
+
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
+        self.handle, self.limit, self.total = handle, limit, 0
+
+    def read(self, size: int, /) -> bytes:
+        data = self.handle.read(size)
+        self.total += len(data)
+        if self.total > self.limit:
+            raise BadInput(f"returned queue grew past {self.limit} bytes while read; refusing it")
+        return data
+
+
+def sent_queue(
+    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None = None
+) -> dict[str, jql.Ad] | None:
     """The queue as it left the access point, paths rewritten for the site.
 
     From the bundle's spool/job_queue.log while it is the file the manifest vouches for;
@@ -195,7 +210,7 @@ def sent_queue(bundle_dir: Path, manifest: bundle_mod.Manifest) -> dict[str, jql
         ads = jql.read_log(bundle_dir / bundle_mod.NATIVE / QUEUE_LOG)
     except (OSError, jql.JobQueueLogError):
         return None
-    path_map = PathMap.from_json(manifest.path_map)
+    path_map = path_map or PathMap.from_json(manifest.path_map)
     clusters = {
         jql.parse_key(k).cluster: ad for k, ad in ads.items() if jql.key_kind(k) == "cluster"
     }
@@ -348,7 +363,7 @@ def plan_import(
     limits = limits or Limits.from_env()
     manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
     path_map = PathMap.from_json(manifest.path_map)
-    sent = sent_queue(bundle_dir, manifest)
+    sent = sent_queue(bundle_dir, manifest, path_map)
     if sent is None:
         raise BadInput(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "

@@ -76,7 +76,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from lumberjack.core.jobstatus import JobStatus
 
@@ -415,24 +415,43 @@ def parse_records(text: str, source: str = "job_queue.log") -> list[LogRecord]:
 
 
 def _parse(text: str, source: str) -> list[LogRecord]:
+    records: list[LogRecord] = []
+    _parse_piece(text, source, records, _ParseState(), final=True)
+    return records
+
+
+@dataclass
+class _ParseState:
+    """What parsing carries from one piece of a log to the next.
+
+    Keys and tokens (attribute names, ad types) already checked: most records repeat them.
+    Each maps to its first copy, which the records share: at 100,000 jobs of 80
+    attributes, one string per line for the key and the name is about 900 MB.
+    """
+
+    good_keys: dict[str, str] = field(default_factory=dict)
+    good_tokens: dict[str, str] = field(default_factory=dict)
+    open_txn: int = 0  # line number of the open 105, 0 when outside a transaction
+
+
+def _parse_piece(
+    text: str, source: str, records: list[LogRecord], state: _ParseState, final: bool
+) -> None:
+    """Append the records of `text` (whole lines, the log's next ones) to `records`.
+    Only the `final` piece may end in a torn line."""
     lines = text.split("\n")  # not splitlines(): \r, \x85, U+2028 are part of values
     unterminated = lines[-1] != ""
     if not unterminated:
         lines.pop()  # the empty remainder after the final newline
-    records: list[LogRecord] = []
     append = records.append
     new, record_type, ws = _new_record, LogRecord, _ASCII_WS
-    # Keys and tokens (attribute names, ad types) already checked: most records repeat them.
-    # Each maps to its first copy, which the records share: at 100,000 jobs of 80
-    # attributes, one string per line for the key and the name is about 900 MB.
-    good_keys: dict[str, str] = {}
-    good_tokens: dict[str, str] = {}
+    good_keys, good_tokens = state.good_keys, state.good_tokens
     key_of, token_of = good_keys.get, good_tokens.get
     key_match = _KEY_RE.fullmatch
     # One search of the whole text instead of one per value (NUL is always refused).
     nul_free = "\x00" not in text
-    open_txn = 0  # line number of the open 105, 0 when outside a transaction
-    last = len(lines)
+    open_txn = state.open_txn
+    last = len(records) + len(lines) if final else -1
     for line in lines:
         # Shortcut for the lines a schedd writes most: a 103 whose key and name were seen
         # before (so they are known good) and whose value is not blank; a 101 of known ad
@@ -489,7 +508,50 @@ def _parse(text: str, source: str) -> list[LogRecord]:
                 )
             open_txn = 0
         append(record)
-    return records
+    state.open_txn = open_txn
+
+
+#: Bytes of a log file parsed at a time: its text and lines never exist whole.
+PIECE_BYTES = 8 << 20
+
+
+class Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+class TooManyRecords(JobQueueLogError):
+    """parse_file met more records than its caller allows."""
+
+
+def parse_file(
+    handle: Readable,
+    source: str,
+    max_records: int | None = None,
+    piece_bytes: int = PIECE_BYTES,
+) -> list[LogRecord]:
+    """parse_records() of an open file, read `piece_bytes` at a time; TooManyRecords once
+    it holds more than `max_records` records (a returned queue is bounded before it is
+    read whole)."""
+    records: list[LogRecord] = []
+    state = _ParseState()
+    rest = b""
+    with _no_gc():
+        while True:
+            block = handle.read(piece_bytes)
+            data = rest + block if rest else block
+            cut = data.rfind(b"\n") + 1 if block else len(data)
+            piece, rest = data[:cut], data[cut:]
+            del data
+            if piece:
+                # bytes, not text mode: text mode would turn "\r\n" into "\n"
+                text = piece.decode("utf-8", "surrogateescape")
+                del piece
+                _parse_piece(text, source, records, state, final=not block)
+                del text
+            if max_records is not None and len(records) > max_records:
+                raise TooManyRecords(f"more than {max_records} records", source=source)
+            if not block:
+                return records
 
 
 # ---------------------------------------------------------------------------- formatting
@@ -688,22 +750,15 @@ def _replay(records: list[LogRecord], source: str) -> dict[str, Ad]:
 # ---------------------------------------------------------------------------------- files
 
 
-def _read_text(path: str | os.PathLike[str]) -> str:
-    with open(path, "rb") as fh:
-        data = fh.read()
-    # bytes, not text mode: text mode would turn "\r\n" into "\n" and lose bytes
-    return data.decode("utf-8", "surrogateescape")
-
-
 def read_records(path: str | os.PathLike[str]) -> list[LogRecord]:
     """parse_records() of a file; errors name the file and line."""
-    return parse_records(_read_text(path), source=os.fspath(path))
+    with open(path, "rb") as handle:
+        return parse_file(handle, os.fspath(path))
 
 
 def read_log(path: str | os.PathLike[str]) -> dict[str, Ad]:
     """The ads a schedd would load from this file: replay(read_records(path))."""
-    source = os.fspath(path)
-    return replay(parse_records(_read_text(path), source=source), source=source)
+    return replay(read_records(path), source=os.fspath(path))
 
 
 def records_for_ads(
@@ -768,11 +823,19 @@ def _checked_ads(ads: Mapping[str, Ad]) -> Iterator[tuple[str, Ad]]:
 
 def log_text(ads: Mapping[str, Ad], seq: int = 1, timestamp: int | None = None) -> str:
     """The text write_log() writes for ``ads``; no list of records is built on the way."""
-    return _log_text(ads, seq, timestamp)
+    return "".join(_log_chunks(ads, seq, timestamp))
 
 
-def _log_text(ads: Mapping[str, Ad], seq: int, timestamp: int | None) -> str:
-    """format_records(records_for_ads(ads, seq, timestamp)), without building the records.
+#: Ads per piece of text _log_chunks yields: a 100,000-job queue is written a few MB at a
+#: time instead of as one list of lines, one string and one bytes object of it all.
+CHUNK_ADS = 2000
+
+
+def _log_chunks(
+    ads: Mapping[str, Ad], seq: int, timestamp: int | None, chunk_ads: int = CHUNK_ADS
+) -> Iterator[str]:
+    """format_records(records_for_ads(ads, seq, timestamp)) in pieces of whole lines,
+    without building the records.
 
     Each ad's attributes are checked together (names already accepted, no newline or NUL
     in any value, no blank value); an ad that fails that goes through format_record() one
@@ -781,7 +844,11 @@ def _log_text(ads: Mapping[str, Ad], seq: int, timestamp: int | None) -> str:
     lines = [format_record(_header(seq, timestamp)), "105 "]
     good_names: set[str] = set()
     good_types: set[str] = set()
-    for key, ad in _checked_ads(ads):  # the key is known good from here on
+    for count, (key, ad) in enumerate(_checked_ads(ads), 1):  # the key is known good
+        if count % chunk_ads == 0:
+            lines.append("")  # the newline after the piece's last line
+            yield "\n".join(lines)
+            lines = []
         my_type, target_type = _types(ad)
         if my_type in good_types and target_type in good_types:
             lines.append(f"101 {key} {my_type} {target_type}")
@@ -803,7 +870,7 @@ def _log_text(ads: Mapping[str, Ad], seq: int, timestamp: int | None) -> str:
                 lines.append(format_record(LogRecord(OP_SET_ATTRIBUTE, key, name, value)))
                 good_names.add(name)
     lines.append("106 \n")
-    return "\n".join(lines)
+    yield "\n".join(lines)
 
 
 def write_log(
@@ -817,11 +884,6 @@ def write_log(
     Temp file in the same directory, fsync, os.replace, fsync of the directory: a reader
     (or a schedd starting up) sees the old file or the new one, never a half-written one.
     """
-    text = _log_text(ads, seq, timestamp)
-    try:
-        data = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError as exc:
-        raise JobQueueLogError(f"cannot encode the log as UTF-8: {exc.reason}") from None
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(
@@ -830,7 +892,13 @@ def write_log(
     try:
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), 0o600)  # as the schedd creates it: ads can hold secrets
-            fh.write(data)
+            for piece in _log_chunks(ads, seq, timestamp):  # a bad ad: the temp file goes
+                try:
+                    fh.write(piece.encode("utf-8", "surrogateescape"))
+                except UnicodeEncodeError as exc:
+                    raise JobQueueLogError(
+                        f"cannot encode the log as UTF-8: {exc.reason}"
+                    ) from None
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import tempfile
@@ -686,6 +687,48 @@ def test_property_files_round_trip(ads: dict[str, Ad]) -> None:
             data = fh.read()
         text = data.decode("utf-8", "surrogateescape")
         assert jql.format_records(jql.read_records(path)) == text
+
+
+def _parsed(parse, *args):  # noqa: ANN001, ANN202 - the records, or the error's text
+    try:
+        return parse(*args)
+    except JobQueueLogError as exc:
+        return str(exc)
+
+
+@_FAST
+@given(_queues(), _GARBAGE, st.data())
+def test_property_a_file_read_in_pieces_parses_as_its_whole_text(
+    ads: dict[str, Ad], garbage: str, data: st.DataObject
+) -> None:
+    """Records, torn tails and errors (with their line numbers) do not depend on where the
+    pieces of a file end."""
+    text = jql.format_records(jql.records_for_ads(ads, timestamp=1))
+    if data.draw(st.booleans(), label="garbage"):
+        lines = text.split("\n")[:-1]
+        lines.insert(data.draw(st.integers(0, len(lines)), label="at"), garbage)
+        text = "\n".join(lines) + "\n"
+    if data.draw(st.booleans(), label="torn"):
+        text += "105 \n103 1.0 A"[: data.draw(st.integers(1, 15), label="cut")]
+    piece = data.draw(st.integers(1, 64), label="piece bytes")
+    whole = _parsed(jql.parse_records, text, "q.log")
+    handle = io.BytesIO(text.encode("utf-8", "surrogateescape"))
+    assert _parsed(jql.parse_file, handle, "q.log", None, piece) == whole
+
+
+def test_parse_file_stops_at_too_many_records() -> None:
+    handle = io.BytesIO(b"105 \n106 \n" * 1000)
+    with pytest.raises(jql.TooManyRecords, match="more than 100 records"):
+        jql.parse_file(handle, "q.log", max_records=100, piece_bytes=64)
+
+
+@_FAST
+@given(_queues(), st.integers(1, 4))
+def test_property_a_log_written_in_chunks_is_the_same_text(
+    ads: dict[str, Ad], chunk_ads: int
+) -> None:
+    assert "".join(jql._log_chunks(ads, 1, 1, chunk_ads)) == jql.log_text(ads, 1, 1)
+    assert jql.log_text(ads, 1, 1) == jql.format_records(jql.records_for_ads(ads, 1, 1))
 
 
 @_FAST
