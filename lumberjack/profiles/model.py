@@ -607,9 +607,7 @@ class SiteProfile:
             )
         return path
 
-    def _local_path(
-        self, key: str, value: Optional[str], table: str = "site"
-    ) -> Optional[Path]:
+    def _local_path(self, key: str, value: Optional[str], table: str = "site") -> Optional[Path]:
         if value is None:
             return None
 

@@ -12,9 +12,10 @@ JSON object on stdout; errors are {"error": "..."} with a non-zero exit code.
     python3 agent.pyz remove EXPORT_DIR    delete the export directory (pool must be down)
 
 `launch` reads EXPORT_DIR/launch.json (written by the access point: runtime, image,
-binds, the shipped HTCondor release, batch system, pilot count and spec). Every command is idempotent; `launch` never puts a queue
-in place again once a schedd has started on it (that could run a job twice), and submits
-pilots only when idle jobs are left and no pilot of this export is queued or running.
+binds, the shipped HTCondor release, batch system, pilot count and spec). Every command
+is idempotent; `launch` never puts a queue in place again once a schedd has started on
+it (that could run a job twice), and submits pilots only when idle jobs are left and no
+pilot of this export is queued or running.
 With schedd placement "allocation" (launch.json) no daemon starts on the login node: see
 the section of that name below.
 """

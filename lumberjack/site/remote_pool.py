@@ -12,10 +12,10 @@ everything, so that `cleanup` is one `rm -r` and two exports never share state:
 The schedd, collector and negotiator run as the site account on the login node, in the
 container runtime the profile names (an Apptainer instance, a podman-hpc container, or
 straight from a shipped HTCondor release: see runtime.py); the startds run the same way
-on the compute nodes (one per node, started by a pilot) and reach the collector with an IDTOKEN that allows
-nothing but advertising a startd and reading. Nothing here needs root. With schedd
-placement "allocation" the pool runs on the first node of the pilot instead (see the
-section at the end).
+on the compute nodes (one per node, started by a pilot) and reach the collector with an
+IDTOKEN that allows nothing but advertising a startd and reading. Nothing here needs
+root. With schedd placement "allocation" the pool runs on the first node of the pilot
+instead (see the section at the end).
 
 Stdlib only: this module runs on the login node, inside the agent's zipapp.
 """

@@ -235,7 +235,8 @@ class NoContainer(ContainerRuntime):
                  f'PATH={release}/bin:{release}/sbin:"$PATH"']  # fmt: skip
         lib = self._lib()
         if lib:
-            words.append(f"LD_LIBRARY_PATH={shlex.quote(lib)}" + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+            keep = "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the site's own, after ours
+            words.append(f"LD_LIBRARY_PATH={shlex.quote(lib)}{keep}")
         return words
 
     def argv(self, config: str, *command: str) -> list[str]:
