@@ -530,8 +530,11 @@ then
         sleep 1
         waited=$((waited + 1))
     done
-    (umask 077 && mkdir -p {tokens} && {mint} > {tokens}/pilot.new) &&
-        mv {tokens}/pilot.new {tokens}/pilot || {{ kill -TERM "$head_master"; exit 1; }}
+    if ! {{ (umask 077 && mkdir -p {tokens} && {mint} > {tokens}/pilot.new) &&
+        mv {tokens}/pilot.new {tokens}/pilot; }}; then
+        kill -TERM "$head_master"
+        exit 1
+    fi
     echo "$LJ_PILOT_ID ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}" > {address_file}.new &&
         mv {address_file}.new {address_file}
 fi
