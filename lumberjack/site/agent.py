@@ -156,10 +156,6 @@ def _count_procs(ads: dict[str, jql.Ad]) -> int:
 # ---- the pool on the login node, in the profile's container runtime --------------------
 
 
-def instance_name(layout: ExportLayout) -> str:
-    return f"lumberjack-{layout.name}"
-
-
 def runtime_of(layout: ExportLayout, plan: dict | None) -> ContainerRuntime:
     """The runtime launch.json names (Apptainer for a plan written before runtimes)."""
     plan = plan or {}

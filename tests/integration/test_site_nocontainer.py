@@ -43,7 +43,7 @@ def at_site(site):
         stop_at_site(name, remote_dir)
 
 
-def daemons(remote_dir: str) -> dict[int, tuple[str, os.stat_result]]:
+def daemons(remote_dir: str) -> dict[int, tuple[str, os.stat_result, str]]:
     """PID -> (program, stat of its executable) of every HTCondor daemon of the export
     (its pool's and its pilots'), read as root from /proc: the site has no PID namespace."""
     found = {}
@@ -51,10 +51,11 @@ def daemons(remote_dir: str) -> dict[int, tuple[str, os.stat_result]]:
         try:
             comm = Path(f"/proc/{pid}/comm").read_text().strip()
             exe = os.stat(f"/proc/{pid}/exe")  # the file the process runs, wherever it is
+            shown = os.readlink(f"/proc/{pid}/exe")  # its path, for messages
         except OSError:
             continue
         if comm.startswith("condor_"):
-            found[pid] = (comm, exe)
+            found[pid] = (comm, exe, shown)
     return found
 
 
@@ -95,7 +96,7 @@ def test_journey_without_a_container(workspace: Path, state_dir: Path, at_site: 
         for info in [path.stat()]
     }
 
-    seen: dict[int, tuple[str, os.stat_result]] = {}
+    seen: dict[int, tuple[str, os.stat_result, str]] = {}
     commands: dict[int, str] = {}
 
     def look(answer: dict) -> None:
@@ -107,9 +108,10 @@ def test_journey_without_a_container(workspace: Path, state_dir: Path, at_site: 
     assert final["jobs"] == {"completed": JOBS}
 
     # Proof: each daemon ran the shipped release's executable, not the site's /usr/sbin.
-    programs = {program for program, _ in seen.values()}
+    programs = {program for program, _, _ in seen.values()}
     assert {"condor_master", "condor_schedd", "condor_startd"} <= programs, programs
-    outside = {pid: program for pid, (program, exe) in seen.items()
+    print(f"daemons seen: {sorted({(program, path) for program, _, path in seen.values()})}")
+    outside = {pid: (program, path) for pid, (program, exe, path) in seen.items()
                if (exe.st_dev, exe.st_ino) not in shipped}  # fmt: skip
     assert outside == {}, f"daemons not run from {release_dir}: {outside}"
     assert not [cmd for cmd in commands.values() if "apptainer" in cmd or "squashfuse" in cmd]
