@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,110 @@ def ensure_site_image(rootfs: Path) -> Path:
             f"{TESTED_VERSIONS['condor']}x; set LUMBERJACK_ANY_VERSION=1 to try anyway"
         )
     return sif
+
+
+#: Libraries every Linux host has (the C and C++ runtimes): a release tarball, like
+#: HTCondor's own, leaves them to the host and carries every other library it needs.
+BASE_PACKAGES = ("libc6", "libgcc-s1", "libstdc++6", "zlib1g")
+#: Where each part of the Debian package goes in the release's layout.
+RELEASE_LAYOUT = (
+    ("/usr/bin/", "bin/"), ("/usr/sbin/", "sbin/"), ("/usr/libexec/condor/", "libexec/"),
+    ("/usr/lib/condor/", "lib/condor/"), ("/etc/condor/", "etc/"),
+)  # fmt: skip
+CONDOR_TARBALL_LINK = "htcondor-release.tar.gz"  # in testbed_dir(); see the profile
+_CONDOR_FILES = r"""
+dpkg -L condor | grep -E '^/(usr/(s?bin|libexec/condor|lib/condor)/|usr/lib/[^/]*\.so|etc/condor/)'
+"""
+_CONDOR_LIBS = r"""
+dpkg -L condor | grep -E '^/usr/(s?bin|libexec/condor|lib/[^/]*\.so)' | while read -r f; do
+    [ -f "$f" ] && ldd "$f" 2>/dev/null
+done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+    pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null)
+    echo "$lib ${pkg%%:*}"
+done
+"""
+
+
+def ensure_condor_tarball(rootfs: Path) -> Path:
+    """An HTCondor release tarball (for site runtime "none") made from the HTCondor the
+    rootfs has installed (the Debian `condor` package), laid out as HTCondor's own are
+    (one top directory holding bin/, sbin/, lib/, libexec/, etc/), with the shared
+    libraries its programs need beyond the base system in lib/. Relocated by the
+    configs' RELEASE_DIR and LD_LIBRARY_PATH. Cached next to the rootfs, keyed by its
+    recipe hash (the testbed has no network to download one)."""
+    tarball = cache_dir() / f"htcondor-release-{recipe_hash()}.tar.gz"
+    if tarball.is_file():
+        return tarball
+    log(f"building the HTCondor release tarball {tarball} (once)")
+    files = run_in_rootfs(rootfs, ["/bin/bash", "-c", _CONDOR_FILES], binds=[]).stdout.split()
+    libs = run_in_rootfs(rootfs, ["/bin/bash", "-c", _CONDOR_LIBS], binds=[]).stdout
+    version = installed_versions(rootfs)["condor"].split("+")[0]
+    top = f"condor-{version}-x86_64_testbed"
+    partial = tarball.with_suffix(".partial")
+    with tarfile.open(partial, "w:gz", compresslevel=6) as archive:
+        for path in files:
+            relative = next((new + path[len(old):] for old, new in RELEASE_LAYOUT
+                             if path.startswith(old)), None)  # fmt: skip
+            if relative is None and path.startswith("/usr/lib/"):
+                relative = "lib/" + path[len("/usr/lib/") :]
+            if relative is not None:
+                _add_from_rootfs(archive, rootfs, path, f"{top}/{relative}")
+        for line in libs.splitlines():
+            lib, _, package = line.partition(" ")
+            name = f"{top}/lib/{Path(lib).name}"
+            if package not in BASE_PACKAGES and name not in archive.getnames():
+                _add_from_rootfs(archive, rootfs, lib, name)
+    partial.rename(tarball)
+    return tarball
+
+
+def _in_rootfs(rootfs: Path, path: str) -> Path:
+    """The host path of `path` as the rootfs sees it: its links (/lib -> usr/lib, and
+    absolute ones) followed inside the rootfs, never out to the host's own files."""
+    parts = list(Path(path).parts[1:])
+    resolved = Path("/")
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            resolved = resolved.parent
+            continue
+        candidate = resolved / part
+        host = rootfs / candidate.relative_to("/")
+        if not host.is_symlink():
+            resolved = candidate
+            continue
+        hops += 1
+        if hops > 40:
+            raise RuntimeError(f"too many links at {path} in {rootfs}")
+        target = Path(os.readlink(host))
+        if target.is_absolute():
+            resolved, parts = Path("/"), [*target.parts[1:], *parts]
+        else:
+            parts = [*target.parts, *parts]
+    return rootfs / resolved.relative_to("/")
+
+
+def _add_from_rootfs(archive: tarfile.TarFile, rootfs: Path, path: str, name: str) -> None:
+    source = _in_rootfs(rootfs, path)
+    if source.is_dir():
+        return
+    info = archive.gettarinfo(str(source), arcname=name)
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    with open(source, "rb") as data:
+        archive.addfile(info, data)
+
+
+def install_condor_tarball(rootfs: Path) -> Path:
+    """The tarball where the testbed-nocontainer profile's condor_tarball points:
+    ${LUMBERJACK_TESTBED_DIR}/htcondor-release.tar.gz (a link to the cached build)."""
+    tarball = ensure_condor_tarball(rootfs)
+    link = testbed_dir() / CONDOR_TARBALL_LINK
+    if not (link.is_symlink() and link.resolve() == tarball.resolve()):
+        link.unlink(missing_ok=True)
+        link.symlink_to(tarball)
+    return link
 
 
 def site_image_versions(sif: Path) -> dict[str, str]:
@@ -426,6 +531,7 @@ def up() -> dict[str, str]:
     log(f"access point pool up in {time.monotonic() - started:.1f} s")
     site().up(rootfs)
     site().install_image(image)
+    install_condor_tarball(rootfs)
     return env()
 
 
@@ -506,6 +612,7 @@ def main(argv: list[str]) -> int:
         rootfs = ensure_rootfs()
         print(rootfs)
         print(ensure_site_image(rootfs))
+        print(ensure_condor_tarball(rootfs))
     elif command == "env":
         for key, value in env().items():
             print(f"export {key}={value}")

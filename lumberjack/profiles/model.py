@@ -60,6 +60,7 @@ _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _BIND = re.compile(r"^[A-Za-z0-9_./${}~@:+,=-]+$")
 _URI = re.compile(r"^(docker|oras|library|shub|https?)://[^\s'\"`;|&<>]+$")
+_OCI_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(:[A-Za-z0-9_.-]+)?(@sha256:[0-9a-f]{64})?$")
 _CHUNK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:+-]+$")
 _ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _REMOTE_RULE = (
@@ -209,6 +210,24 @@ class _Table(BaseModel):
     )
 
 
+def tarball_path(value: str, relative_to: Path) -> Optional[Path]:
+    """[container].condor_tarball as a path on this machine (~ expanded, relative to the
+    profile's directory); None while it names a ${VAR} that is not set (checked again
+    when the tarball is used, see SiteProfile.condor_tarball_path)."""
+
+    def expand(match: re.Match[str]) -> str:
+        var = match.group(1) or match.group(2)
+        if var not in os.environ:
+            raise KeyError(var)
+        return os.environ[var]
+
+    try:
+        expanded = Path(_ENV_REF.sub(expand, value)).expanduser()
+    except KeyError:
+        return None
+    return expanded if expanded.is_absolute() else relative_to / expanded
+
+
 # ---- the tables --------------------------------------------------------------------------
 
 
@@ -249,21 +268,63 @@ class SiteTable(_Table):
 
 
 class ContainerSpec(_Table):
-    """[container]: the runtime and the site image pilots run in."""
+    """[container]: the runtime, and the site image pilots run in (or, with runtime
+    "none", the HTCondor release tarball lumberjack ships to the site)."""
 
     runtime: Runtime = "apptainer"
-    image: Annotated[StrictStr, Field(examples=['"$SCRATCH/lumberjack/image/lumberjack-site.sif"'])]
+    image: Optional[
+        Annotated[StrictStr, Field(examples=['"$SCRATCH/lumberjack/image/lumberjack-site.sif"'])]
+    ] = None
     bind: Binds = ()
+    condor_tarball: Optional[
+        Annotated[StrictStr, Field(examples=['"~/htcondor/condor-25.0.0-x86_64_x.tar.gz"'])]
+    ] = None
 
     @field_validator("image")
     @classmethod
-    def _path_or_uri(cls, image: str) -> str:
+    def _path_or_uri(cls, image: str, info: ValidationInfo) -> str:
+        if info.data.get("runtime") == "podman-hpc":
+            if not _OCI_IMAGE.match(image):
+                raise problem(
+                    "is not an OCI image name (podman-hpc runs images pulled or migrated "
+                    'beforehand); write e.g. "lumberjack-site:25.14"'
+                )
+            return image
         if not (REMOTE_PATH.match(image) or _URI.match(image)):
             raise problem(
                 "is neither a path at the site nor a docker://, oras://, library:// or "
                 'https:// URI; write e.g. "$SCRATCH/lumberjack/image/lumberjack-site.sif"'
             )
         return image
+
+    @model_validator(mode="after")
+    def _image_or_tarball(self, info: ValidationInfo) -> ContainerSpec:
+        if self.runtime != "none":
+            if self.condor_tarball is not None:
+                raise problem(
+                    f'is only for runtime = "none" (this profile runs {self.runtime}); remove it',
+                    key=("condor_tarball",),
+                )
+            if self.image is None:
+                raise problem(
+                    f'runtime "{self.runtime}" needs the site image; add e.g. image = '
+                    '"$SCRATCH/lumberjack/image/lumberjack-site.sif"',
+                    show=False,
+                )
+            return self
+        if self.condor_tarball is None:
+            raise problem(
+                'runtime "none" needs the HTCondor release tarball lumberjack ships to the '
+                'site; add e.g. condor_tarball = "~/htcondor/condor-25.0.0-x86_64_x.tar.gz"',
+                show=False,
+            )
+        if _ENV_REF.search(self.condor_tarball):
+            return self  # the variables are the environment's at use (condor_tarball_path)
+        path = (info.context or {}).get("path")
+        found = tarball_path(self.condor_tarball, Path(path).parent if path else Path.cwd())
+        if found is not None and not found.is_file():
+            raise problem(f"is not a file ({found})", key=("condor_tarball",))
+        return self
 
     @field_validator("bind")
     @classmethod
@@ -532,7 +593,21 @@ class SiteProfile:
         """The private key file, with ${VAR} and ~ expanded (BadInput if unset)."""
         return self._local_path("identity_file", self.identity_file)
 
-    def _local_path(self, key: str, value: Optional[str]) -> Optional[Path]:
+    def condor_tarball_path(self) -> Optional[Path]:
+        """[container].condor_tarball on this machine (runtime "none"), ${VAR} and ~
+        expanded; BadInput (one line) if a variable is unset or the file is missing."""
+        value = self.container.condor_tarball
+        if value is None:
+            return None
+        path = self._local_path("condor_tarball", value, table="container")
+        if path is None or not path.is_file():
+            raise BadInput(
+                f"{display_path(self.path)}: [container].condor_tarball {path} is not a file; "
+                "point it at an HTCondor release tarball"
+            )
+        return path
+
+    def _local_path(self, key: str, value: Optional[str], table: str = "site") -> Optional[Path]:
         if value is None:
             return None
 
@@ -540,7 +615,7 @@ class SiteProfile:
             var = match.group(1) or match.group(2)
             if var not in os.environ:
                 raise BadInput(
-                    f"{display_path(self.path)}: [site].{key} needs ${var}, which is not "
+                    f"{display_path(self.path)}: [{table}].{key} needs ${var}, which is not "
                     f"set; export {var} or write the path into the profile"
                 )
             return os.environ[var]

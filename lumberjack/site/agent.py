@@ -1,19 +1,21 @@
 """The site agent: the part of lumberjack that runs ON the HPC login node.
 
 The access point ships it as a zipapp (agent.pyz, see agent_zipapp.py) next to the
-bundle, so nothing but python3 (>= 3.9) and apptainer/singularity must exist at the
-site. It acts on one export directory (see remote_pool.ExportLayout) and prints one
+bundle, so nothing but python3 (>= 3.9) and the profile's container runtime
+(apptainer, singularity, podman-hpc; or none, with a shipped HTCondor release) must
+exist at the site. It acts on one export directory (see remote_pool.ExportLayout) and prints one
 JSON object on stdout; errors are {"error": "..."} with a non-zero exit code.
 
     python3 agent.pyz launch EXPORT_DIR    place the queue, start the pool, submit pilots
     python3 agent.pyz status EXPORT_DIR    jobs by status, pilots, pool running or not
-    python3 agent.pyz stop   EXPORT_DIR    condor_off -schedd, cancel pilots, stop instance
+    python3 agent.pyz stop   EXPORT_DIR    condor_off -schedd, cancel pilots, stop the pool
     python3 agent.pyz remove EXPORT_DIR    delete the export directory (pool must be down)
 
-`launch` reads EXPORT_DIR/launch.json (written by the access point: image, binds, batch
-system, pilot count and spec). Every command is idempotent; `launch` never puts a queue
-in place again once a schedd has started on it (that could run a job twice), and submits
-pilots only when idle jobs are left and no pilot of this export is queued or running.
+`launch` reads EXPORT_DIR/launch.json (written by the access point: runtime, image,
+binds, the shipped HTCondor release, batch system, pilot count and spec). Every command
+is idempotent; `launch` never puts a queue in place again once a schedd has started on
+it (that could run a job twice), and submits pilots only when idle jobs are left and no
+pilot of this export is queued or running.
 With schedd placement "allocation" (launch.json) no daemon starts on the login node: see
 the section of that name below.
 """
@@ -26,6 +28,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -41,8 +44,10 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
 from lumberjack.site import remote_pool
+from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.runtime import ContainerRuntime, get_runtime
 
 QUEUE_LOG = "job_queue.log"
 PLACED_MARK = "queue-placed"  # in pool/: the queue went in; never again
@@ -148,30 +153,36 @@ def _count_procs(ads: dict[str, jql.Ad]) -> int:
     return sum(1 for key in ads if jql.key_kind(key) == "proc")
 
 
-# ---- the pool in an Apptainer instance -----------------------------------------------
+# ---- the pool on the login node, in the profile's container runtime --------------------
 
 
-def instance_name(layout: ExportLayout) -> str:
-    return f"lumberjack-{layout.name}"
+def runtime_of(layout: ExportLayout, plan: dict | None) -> ContainerRuntime:
+    """The runtime launch.json names (Apptainer for a plan written before runtimes)."""
+    plan = plan or {}
+    release = plan.get("condor_release") or {}
+    return get_runtime(
+        plan.get("runtime", "apptainer"), layout.root, image=plan.get("image") or "",
+        binds=tuple(plan.get("binds", ())), release=release.get("dir", ""),
+    )  # fmt: skip
 
 
-def _client():  # -> spython Client
-    from spython.main import Client
-
-    Client.quiet = True  # Apptainer's INFO lines would be mixed into results
-    return Client
-
-
-def instance_running(layout: ExportLayout) -> bool:
-    listing = _client().instances(name=instance_name(layout), return_json=True, quiet=True)
-    return bool(listing)
+def instance_running(layout: ExportLayout, runtime: ContainerRuntime) -> bool:
+    """Whether the pool's container exists (its daemons, for runtime "none")."""
+    argv = runtime.check_argv()
+    if argv is None:
+        return bool(pool_processes(layout, "condor_master"))
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True)
+    except OSError:  # no such runtime on this node: nothing of it runs
+        return False
+    return runtime.running(result)
 
 
 def pool_processes(layout: ExportLayout, program: str | None = None) -> list[int]:
     """PIDs of this export's HTCondor daemons, found by their CONDOR_CONFIG.
 
-    The instance has its own PID namespace, but its processes are visible (and, being
-    ours, readable) in /proc on the login node.
+    A container may have its own PID namespace, but its processes are visible (and,
+    being ours, readable) in /proc on the login node.
     """
     wanted = f"CONDOR_CONFIG={layout.pool_config}".encode()
     found = []
@@ -197,16 +208,18 @@ def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
     os.chmod(local / "passwords.d", 0o700)
     os.chmod(local / "tokens.d", 0o700)
     Path(layout.pool_config).write_text(remote_pool.pool_config(settings))
-    client = _client()
-    if not instance_running(layout):
-        binds = [layout.root, *settings.binds]
-        options = [arg for bind in binds for arg in ("--bind", bind)]
-        client.instance(settings.image, name=instance_name(layout), options=options, quiet=True)
-        if not instance_running(layout):
-            raise AgentError(f"apptainer could not start an instance of {settings.image}")
+    runtime = settings.runtime
+    start = runtime.start_argv()
+    if start is not None and not instance_running(layout, runtime):
+        result = subprocess.run(start, capture_output=True, text=True)
+        if result.returncode != 0 or not instance_running(layout, runtime):
+            raise AgentError(
+                f"{runtime.NAME} could not start the pool's container from {settings.image}: "
+                + _last_line(result.stderr or result.stdout)
+            )
     address_file = Path(layout.spool, ".schedd_address")
     address_file.unlink(missing_ok=True)
-    _in_pool(layout, "condor_master")
+    _in_pool(runtime, layout, *runtime.master_command(layout.master_pid))
     deadline = time.monotonic() + SCHEDD_TIMEOUT_S
     while not address_file.exists():
         if time.monotonic() > deadline:
@@ -216,20 +229,23 @@ def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
     return {"started": True, "collector": settings.collector}
 
 
-def _in_pool(layout: ExportLayout, *command: str) -> str:
-    """Run an HTCondor command inside the pool's instance, as the site account."""
-    result = _client().execute(
-        f"instance://{instance_name(layout)}",
-        ["env", f"CONDOR_CONFIG={layout.pool_config}", *command],
-        return_result=True,
-        quiet=True,
-    )
-    if result["return_code"] != 0:
-        message = result["message"]
-        lines = (message if isinstance(message, str) else " ".join(message)).strip().splitlines()
-        raise AgentError(f"{command[0]} failed: {lines[-1] if lines else 'no output'}")
-    message = result["message"]
-    return message if isinstance(message, str) else "".join(message)
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def _in_pool(runtime: ContainerRuntime, layout: ExportLayout, *command: str) -> str:
+    """Run an HTCondor command in the pool's container, as the site account."""
+    try:
+        result = subprocess.run(
+            runtime.argv(layout.pool_config, *command),
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except OSError as exc:
+        raise AgentError(f"{command[0]} failed: {exc}") from None
+    if result.returncode != 0:
+        raise AgentError(f"{command[0]} failed: {_last_line(result.stderr + result.stdout)}")
+    return result.stdout
 
 
 def choose_port(address: str) -> int:
@@ -302,6 +318,7 @@ def write_pilot_files(layout: ExportLayout, settings: PoolSettings, launch: dict
     tokens.mkdir(parents=True, exist_ok=True)
     os.chmod(tokens, 0o700)
     token = _in_pool(
+        settings.runtime,
         layout,
         "condor_token_create",
         "-identity",
@@ -388,17 +405,31 @@ def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
     if launch and in_allocation(launch):
         return allocation_stop(layout, launch)
     stopped_schedd = False
-    if pool_processes(layout, "condor_schedd") and instance_running(layout):
-        _in_pool(layout, "condor_off", "-graceful", "-schedd")
+    runtime = runtime_of(layout, launch)
+    if pool_processes(layout, "condor_schedd") and instance_running(layout, runtime):
+        _in_pool(runtime, layout, "condor_off", "-graceful", "-schedd")
         _wait_gone(layout, "condor_schedd")
         stopped_schedd = True
         crash_point("stop.after-schedd")
     cancelled = cancel_pilots(layout, get_batch_system(launch["batch_system"])) if launch else []
-    if instance_running(layout):
-        name = instance_name(layout)
-        _client().instance(f"instance://{name}", name=name, start=False).stop(quiet=True)
+    stop_pool(layout, runtime)
     _wait_gone(layout, None)
     return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled}
+
+
+def stop_pool(layout: ExportLayout, runtime: ContainerRuntime) -> None:
+    """Stop the pool's container, or (runtime "none") its condor_master, which takes
+    its daemons down with it."""
+    argv = runtime.stop_argv()
+    if argv is not None:
+        if instance_running(layout, runtime):
+            subprocess.run(argv, capture_output=True, text=True)
+        return
+    for pid in pool_processes(layout, "condor_master"):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 def _wait_gone(layout: ExportLayout, program: str | None) -> None:
@@ -409,8 +440,8 @@ def _wait_gone(layout: ExportLayout, program: str | None) -> None:
         time.sleep(0.5)
 
 
-def remove(layout: ExportLayout) -> dict[str, Any]:
-    if pool_processes(layout) or instance_running(layout):
+def remove(layout: ExportLayout, plan: dict | None = None) -> dict[str, Any]:
+    if pool_processes(layout) or instance_running(layout, runtime_of(layout, plan)):
         raise AgentError(f"the pool of {layout.name} still runs; stop it first")
     root = Path(layout.root)
     existed = root.exists()
@@ -450,8 +481,10 @@ def settings_for(layout: ExportLayout, launch: dict) -> PoolSettings:
         site_user=getpass.getuser(),
         address=address,
         port=int(port),
-        image=launch["image"],
+        image=launch.get("image") or "",
         binds=tuple(launch.get("binds", ())),
+        runtime_name=launch.get("runtime", "apptainer"),
+        release=(launch.get("condor_release") or {}).get("dir", ""),
         idle_shutdown_s=int(launch.get("idle_shutdown_s", 300)),
         max_running_jobs=launch.get("max_running_jobs"),
     )
@@ -474,13 +507,29 @@ def make_private(root: str) -> int:
     return changed
 
 
+def ensure_release(plan: dict) -> dict[str, Any]:
+    """Runtime "none": the shipped HTCondor tarball unpacked once, next to it."""
+    release = plan.get("condor_release")
+    if not release:
+        return {}
+    try:
+        unpacked = runtime_mod.unpack_release(
+            release["tarball"], release["dir"], release.get("sha256", "")
+        )
+    except runtime_mod.ReleaseError as exc:
+        raise AgentError(str(exc)) from None
+    return {"unpacked": unpacked}
+
+
 def launch(layout: ExportLayout) -> dict[str, Any]:
     plan = _read_json(Path(layout.root, "launch.json"), None)
     if plan is None:
         raise AgentError(f"{layout.root}/launch.json is missing; run launch from the access point")
     make_private(layout.root)
-    if not Path(plan["image"]).is_file():
-        raise AgentError(f"site image {plan['image']} not found; see the site profile's image")
+    ensure_release(plan)
+    missing = runtime_of(layout, plan).missing_image()
+    if missing:
+        raise AgentError(missing)
     if in_allocation(plan):
         return allocation_launch(layout, plan)
     settings = settings_for(layout, plan)
@@ -651,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "stop":
             result = stop(layout, plan)
         else:
-            result = remove(layout)
+            result = remove(layout, plan)
     except (AgentError, BatchError, jql.JobQueueLogError, OSError, ValueError) as exc:
         print(json.dumps({"error": str(exc)}))
         return 1

@@ -9,12 +9,13 @@ everything, so that `cleanup` is one `rm -r` and two exports never share state:
     pilots/      the pilots' config, token, scripts, batch output and per-node dirs
     agent.pyz    the site agent that acts on all of the above
 
-The schedd, collector and negotiator run as the site account inside an Apptainer
-instance on the login node; the startds run inside the same image on the compute nodes
-(one per node, started by a pilot) and reach the collector with an IDTOKEN that allows
-nothing but advertising a startd and reading. Nothing here needs root. With schedd
-placement "allocation" the pool runs on the first node of the pilot instead (see the
-section at the end).
+The schedd, collector and negotiator run as the site account on the login node, in the
+container runtime the profile names (an Apptainer instance, a podman-hpc container, or
+straight from a shipped HTCondor release: see runtime.py); the startds run the same way
+on the compute nodes (one per node, started by a pilot) and reach the collector with an
+IDTOKEN that allows nothing but advertising a startd and reading. Nothing here needs
+root. With schedd placement "allocation" the pool runs on the first node of the pilot
+instead (see the section at the end).
 
 Stdlib only: this module runs on the login node, inside the agent's zipapp.
 """
@@ -26,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from lumberjack.site.batch import BatchSystem
+from lumberjack.site.runtime import SYSTEM_RELEASE_LINES, ContainerRuntime, get_runtime
 
 #: Identity the pilots' token carries (`pilot@<trust domain>`).
 PILOT_IDENTITY = "pilot"
@@ -35,11 +37,9 @@ PILOT_IDENTITY = "pilot"
 #: schedd and shadow reach the startd and starter through the claim's own session, and
 #: a node's master and startd talk through their parent-child session.
 PILOT_AUTHZ = ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
-#: Where HTCondor's Debian and upstream packages put their helper programs.
-RELEASE_LINES = """RELEASE_DIR = /usr
-LIBEXEC = /usr/libexec/condor
-LIB = /usr/lib/condor
-SHARE = /usr/share/condor"""
+#: Where HTCondor's Debian and upstream packages put their helper programs (in the site
+#: image; runtime "none" points into its shipped release instead).
+RELEASE_LINES = SYSTEM_RELEASE_LINES
 
 
 @dataclass(frozen=True)
@@ -116,10 +116,19 @@ class PoolSettings:
     site_user: str  # the account everything runs as
     address: str  # the login node's address the compute nodes reach
     port: int  # the collector's (shared) port
-    image: str  # the site image (SIF) the pilots run
-    binds: tuple[str, ...] = ()  # extra Apptainer binds from the profile
+    image: str  # the site image (SIF, or OCI name for podman-hpc) the pilots run
+    binds: tuple[str, ...] = ()  # extra container binds from the profile
     idle_shutdown_s: int = 300  # a startd with no job for this long exits
     max_running_jobs: int | None = None  # the site's policy cap (None: HTCondor's default)
+    runtime_name: str = "apptainer"  # [container] runtime (see runtime.py)
+    release: str = ""  # runtime "none": the unpacked HTCondor release at the site
+
+    @property
+    def runtime(self) -> ContainerRuntime:
+        return get_runtime(
+            self.runtime_name, self.layout.root, image=self.image, binds=self.binds,
+            release=self.release,
+        )  # fmt: skip
 
     @property
     def trust_domain(self) -> str:
@@ -170,7 +179,7 @@ def pool_config(settings: PoolSettings) -> str:
     layout = settings.layout
     name = f"{layout.name}@{settings.trust_domain}"
     return f"""# condor_lumberjack remote pool for export {layout.name} (written by the site agent)
-{RELEASE_LINES}
+{settings.runtime.release_lines()}
 ETC = {layout.pool}
 LOCAL_DIR = {layout.pool_local}
 LOG = $(LOCAL_DIR)/log
@@ -231,7 +240,7 @@ def pilot_config(settings: PoolSettings) -> str:
     after which the startd accepts no new job).
     """
     return f"""# condor_lumberjack pilot startd for export {settings.layout.name}
-{RELEASE_LINES}
+{settings.runtime.release_lines()}
 ETC = {settings.layout.pilots}
 LOCAL_DIR = $ENV(LJ_NODE_DIR)
 LOG = $(LOCAL_DIR)/log
@@ -287,13 +296,9 @@ MAIL = /bin/true
 """
 
 
-def _apptainer(settings: PoolSettings, *command: str) -> str:
-    binds = [settings.layout.root, *settings.binds]
-    bind_args = " ".join(f"--bind {shlex.quote(b)}" for b in binds)
-    return (
-        f"apptainer -s exec {bind_args} {shlex.quote(settings.image)} "
-        f"env CONDOR_CONFIG={shlex.quote(settings.layout.pilot_config)} " + " ".join(command)
-    )
+def _in_image(settings: PoolSettings, *command: str) -> str:
+    """`command` run the runtime's way, with the pilots' config."""
+    return settings.runtime.wrap(settings.layout.pilot_config, *command)
 
 
 _NODE_MEMORY = "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))"
@@ -343,7 +348,7 @@ def node_script(
     memory = str(memory_mb) if memory_mb > 0 else _NODE_MEMORY
     # The node's own master: it stops the startd peacefully (running jobs finish),
     # then exits itself, which ends node.sh.
-    local_off = _apptainer(
+    local_off = _in_image(
         settings,
         "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS",
         "condor_off",
@@ -356,7 +361,7 @@ def node_script(
     if batch.NODE_NAME_ENV:
         node = f"${{{batch.NODE_NAME_ENV}:-{node}}}"
     return f"""#!/bin/bash
-# condor_lumberjack: one startd on this node, inside the site image.
+# condor_lumberjack: one startd on this node, run the site's way ({settings.runtime.NAME}).
 set -u
 pilot=${{{batch.JOB_ID_ENV}:-$$}}
 node={node}
@@ -381,7 +386,7 @@ stop() {{
     kill -TERM "$master" 2>/dev/null
 }}
 
-{_apptainer(settings, "condor_master", "-f")} &
+{_in_image(settings, "condor_master", "-f")} &
 master=$!
 retired=0
 # shellcheck disable=SC2329
@@ -457,11 +462,9 @@ def allocation_pilot_config(settings: PoolSettings) -> str:
     )
 
 
-def _apptainer_pool(settings: PoolSettings, *command: str) -> str:
-    return _apptainer(settings, *command).replace(
-        f"CONDOR_CONFIG={shlex.quote(settings.layout.pilot_config)}",
-        f"CONDOR_CONFIG={shlex.quote(settings.layout.pool_config)}",
-    )
+def _in_image_pool(settings: PoolSettings, *command: str) -> str:
+    """`command` run the runtime's way, with the pool's config."""
+    return settings.runtime.wrap(settings.layout.pool_config, *command)
 
 
 # The address of this node on the route to the login node (which every node reaches),
@@ -498,12 +501,12 @@ def allocation_node_script(
     spool, tokens = q(layout.spool), q(layout.pilot_tokens)
     address_file = q(collector_file(layout))
     authz = " ".join(f"-authz {a}" for a in PILOT_AUTHZ)
-    pool = _apptainer_pool(settings, "condor_master", "-f")
-    mint = _apptainer_pool(
+    pool = _in_image_pool(settings, "condor_master", "-f")
+    mint = _in_image_pool(
         settings, "condor_token_create", "-identity", q(settings.pilot_identity),
         "-lifetime", str(int(token_lifetime_s)), authz,
     )  # fmt: skip
-    startds = _apptainer_pool(settings, "condor_status", "-startd", "-af", "Name")
+    startds = _in_image_pool(settings, "condor_status", "-startd", "-af", "Name")
     head = f"""# Schedd placement "allocation": the first node to claim the pilot runs the pool.
 head_master=
 if mkdir -p {q(heads_dir(layout))} && mkdir {q(heads_dir(layout))}/"$LJ_PILOT_ID" 2>/dev/null
@@ -527,8 +530,11 @@ then
         sleep 1
         waited=$((waited + 1))
     done
-    (umask 077 && mkdir -p {tokens} && {mint} > {tokens}/pilot.new) &&
-        mv {tokens}/pilot.new {tokens}/pilot || {{ kill -TERM "$head_master"; exit 1; }}
+    if ! {{ (umask 077 && mkdir -p {tokens} && {mint} > {tokens}/pilot.new) &&
+        mv {tokens}/pilot.new {tokens}/pilot; }}; then
+        kill -TERM "$head_master"
+        exit 1
+    fi
     echo "$LJ_PILOT_ID ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}" > {address_file}.new &&
         mv {address_file}.new {address_file}
 fi
@@ -567,7 +573,7 @@ stop() {{
     rm -rf "${HEAD_RUN_ENV}"
 fi
 """
-    startd = _apptainer(settings, "condor_master", "-f") + " &\nmaster=$!"
+    startd = _in_image(settings, "condor_master", "-f") + " &\nmaster=$!"
     tail = 'status=$?\nexit "$status"\n'
     if startd not in text or tail not in text:
         raise AssertionError("node_script changed its shape; update allocation_node_script")

@@ -18,12 +18,14 @@ serves every export of a site over that one connection.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
 import shlex
 import shutil
 import stat
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -33,10 +35,12 @@ from lumberjack.ap import importer
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.core import crashpoints
 from lumberjack.core.crashpoints import crash_point
+from lumberjack.core.manifest import FileEntry
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.site.runtime import release_names
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
@@ -53,8 +57,9 @@ FETCH_EXCLUDE = (
 )  # fmt: skip
 #: How long a pilot token stays valid beyond the walltime: time in the batch queue.
 TOKEN_QUEUE_ALLOWANCE_S = 3 * 24 * 3600
-#: Container runtimes the site agent can run the pool and the pilots with.
-SUPPORTED_RUNTIMES = ("apptainer", "singularity")
+#: Container runtimes the site agent can run the pool and the pilots with (podman-hpc:
+#: its commands are rendered from NERSC's documentation, see site/runtime.py).
+SUPPORTED_RUNTIMES = ("apptainer", "singularity", "podman-hpc", "none")
 #: How many times `sync` submits pilots for an export before it asks a person.
 MAX_PILOT_ROUNDS = 10
 
@@ -182,13 +187,54 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         conn.put_bytes((record.bundle_dir / bundle_mod.MANIFEST).read_bytes(),
                        posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o600)  # fmt: skip
         conn.put_bytes(build_agent(), layout.agent, 0o700)
+        release = ship_condor_release(site, layout)
         crash_point("ship.before-ledger")
-        return {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
-                "skipped_files": report.skipped_files}  # fmt: skip
+        result = {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
+                  "skipped_files": report.skipped_files}  # fmt: skip
+        if release is not None:
+            result["condor_release"] = release
+        return result
 
     result = _step(ledger, record.name, "ship", act)
     ledger.move(record.name, "ship")
     return result
+
+
+def condor_release(profile: SiteProfile, layout: ExportLayout) -> dict[str, str] | None:
+    """Runtime "none": the profile's HTCondor tarball (path on this machine, sha256) and
+    where it goes at the site: one copy per site, under <base_dir>/htcondor/ (base_dir
+    as the site expanded it: the export directory's parent)."""
+    local = profile.condor_tarball_path()
+    if local is None:
+        return None
+    sha256 = _sha256_of(local)
+    tarball, directory = release_names(posixpath.dirname(layout.root), sha256)
+    return {"local": str(local), "sha256": sha256, "tarball": tarball, "dir": directory}
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def ship_condor_release(site: Site, layout: ExportLayout) -> dict[str, Any] | None:
+    """Runtime "none": the HTCondor tarball to the site, once per site (the transfer
+    skips it when a file of the same sha256 is already there); the agent unpacks it."""
+    check_runtime(site.profile)
+    release = condor_release(site.profile, layout)
+    if release is None:
+        return None
+    local = Path(release["local"])
+    name = posixpath.basename(release["tarball"])
+    entry = FileEntry(path=name, size=local.stat().st_size, sha256=release["sha256"])
+    with tempfile.TemporaryDirectory() as staging:
+        # The transfer sends files by their path below a root: the site's name, here.
+        os.symlink(local, os.path.join(staging, name))
+        report = site.conn.upload(Path(staging), posixpath.dirname(release["tarball"]), [entry])
+    return {"tarball": release["tarball"], "sent_bytes": report.sent_bytes}
 
 
 def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> dict:
@@ -206,9 +252,14 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
         retire_command="true",
         output_dir=posixpath.join(layout.pilots, "out"),
     )
+    release = condor_release(profile, layout)
     return {
+        "runtime": profile.container.runtime,
         "image": profile.container.image,
         "binds": list(profile.container.bind),
+        "condor_release": (
+            {key: release[key] for key in ("sha256", "tarball", "dir")} if release else None
+        ),
         "batch_system": profile.batch_system,
         "pilots": request.pilots,
         "spec": asdict(spec),
@@ -222,14 +273,22 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
 
 
 def check_runtime(profile: SiteProfile) -> None:
-    """BadInput, in one line, for a container runtime the agent cannot use yet: better
-    than a launch that fails obscurely at the site."""
+    """BadInput, in one line, for a container runtime the agent cannot use: better than
+    a launch that fails obscurely at the site."""
     runtime = profile.container.runtime
     if runtime not in SUPPORTED_RUNTIMES:
         raise BadInput(
-            f"runtime {runtime} is not supported yet; site {profile.name} needs "
-            f"{' or '.join(SUPPORTED_RUNTIMES)} ([container] runtime in its profile)"
+            f"runtime {runtime} is not supported; site {profile.name} needs one of "
+            f"{', '.join(SUPPORTED_RUNTIMES)} ([container] runtime in its profile)"
         )
+    if runtime == "none" and profile.container.condor_tarball is None:
+        raise BadInput(
+            f'site {profile.name} runs HTCondor without a container (runtime "none") but '
+            "names no [container] condor_tarball to ship; add one to its profile"
+        )
+    if runtime != "none" and not profile.container.image:
+        raise BadInput(f"site {profile.name} names no [container] image for {runtime}")
+    profile.condor_tarball_path()  # BadInput if set and missing
 
 
 def check_pilots(request: ResourceRequest, profile: SiteProfile) -> None:

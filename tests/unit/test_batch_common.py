@@ -83,6 +83,11 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 EXPECTED_SCRIPTS = sorted(
     [f"pilot-{name}-{launcher}.sh" for name, cls in SYSTEMS.items() for launcher in cls.LAUNCHERS]
     + [f"node-{name}.sh" for name in SYSTEMS]
+    + [
+        f"node-{alloc}slurm-{runtime}.sh"
+        for alloc in ("", "alloc-")
+        for runtime in ("apptainer", "none", "podman-hpc", "singularity")
+    ]  # fmt: skip
 )
 
 

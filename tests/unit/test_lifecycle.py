@@ -3,6 +3,7 @@ state machine (`advance`, `sync`, each step) against a fake site, in seconds."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -76,19 +77,39 @@ def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> 
     assert "\nMAX_JOBS_RUNNING = 5\n" in remote_pool.pool_config(settings)
 
 
-def test_launch_refuses_a_runtime_it_cannot_use_in_one_line(ledger: Ledger) -> None:
+def test_launch_accepts_every_runtime_and_refuses_an_unusable_one_in_one_line(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record = make_record(ledger)
-    profile = find_profile("perlmutter")
-    assert profile.container.runtime == "podman-hpc"
+    layout = lifecycle.layout_of(record)
+    profile = find_profile("testbed")
+    for runtime, image in (("singularity", "/i.sif"), ("podman-hpc", "lumberjack-site:1")):
+        other = replace(profile, container=profile.container.model_copy(
+            update={"runtime": runtime, "image": image}))  # fmt: skip
+        plan = lifecycle.launch_plan(record, other, layout)
+        assert (plan["runtime"], plan["image"], plan["condor_release"]) == (runtime, image, None)
+    # runtime "none" without a tarball to ship: refused before anything reaches the site
+    bare = replace(profile, container=profile.container.model_copy(
+        update={"runtime": "none", "image": None}))  # fmt: skip
     with pytest.raises(BadInput) as caught:
-        lifecycle.launch_plan(record, profile, lifecycle.layout_of(record))
+        lifecycle.launch_plan(record, bare, layout)
     message = str(caught.value)
-    assert message.startswith("runtime podman-hpc is not supported yet; ")
+    assert message.startswith('site testbed runs HTCondor without a container (runtime "none")')
     assert "\n" not in message
-    singularity = replace(
-        profile, container=profile.container.model_copy(update={"runtime": "singularity"})
-    )
-    lifecycle.check_runtime(singularity)  # no error
+    # ... and with one whose file is gone
+    monkeypatch.setenv("LUMBERJACK_TESTBED_DIR", str(tmp_path))
+    shipped = find_profile("testbed-nocontainer")
+    with pytest.raises(BadInput, match=r"condor_tarball .*htcondor-release.tar.gz is not a file"):
+        lifecycle.launch_plan(record, shipped, layout)
+    (tmp_path / "htcondor-release.tar.gz").write_bytes(b"release")
+    plan = lifecycle.launch_plan(record, shipped, layout)
+    digest = hashlib.sha256(b"release").hexdigest()
+    assert plan["runtime"] == "none" and plan["image"] is None
+    assert plan["condor_release"] == {
+        "sha256": digest,
+        "tarball": f"/home/hpcuser/lumberjack/htcondor/{digest[:16]}.tar.gz",
+        "dir": f"/home/hpcuser/lumberjack/htcondor/{digest[:16]}",
+    }
 
 
 def test_allocation_placement_refuses_more_than_one_pilot(ledger: Ledger) -> None:
@@ -320,3 +341,21 @@ def test_moves_outside_the_table_are_refused(ledger: Ledger, at_site) -> None:
     with pytest.raises(ValueError, match="needs the local schedd"):
         lifecycle.import_results(ledger, None, replace(record, phase=phases.Phase.FETCHED))
     assert ledger.get("calib").phase == "exported"
+
+
+def test_ship_sends_the_condor_tarball_once_per_site(
+    ledger: Ledger, at_site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record, site, _ = at_site
+    monkeypatch.setenv("LUMBERJACK_TESTBED_DIR", str(tmp_path))
+    (tmp_path / "htcondor-release.tar.gz").write_bytes(b"a release" * 1000)
+    site.profile = find_profile("testbed-nocontainer")
+    digest = hashlib.sha256(b"a release" * 1000).hexdigest()
+    remote = f"/home/hpcuser/lj/htcondor/{digest[:16]}.tar.gz"
+    first = lifecycle.ship(ledger, site, record)
+    assert first["condor_release"] == {"tarball": remote, "sent_bytes": 9000}
+    assert site.connection.files[remote] == b"a release" * 1000
+    second = lifecycle.ship(ledger, site, ledger.get("calib"))
+    assert second["condor_release"] == {"tarball": remote, "sent_bytes": 0}
+    site.profile = find_profile("testbed")  # a container site ships no tarball
+    assert "condor_release" not in lifecycle.ship(ledger, site, ledger.get("calib"))

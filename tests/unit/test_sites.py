@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
 PACKAGED = Path(lumberjack.profiles.__file__).parent / "site-profiles"
 REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
-TESTBED_SITES = ["testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing"]
+TESTBED_SITES = [
+    "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
+]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -333,7 +335,8 @@ def test_unknown_site_names_the_known_ones():
     message = str(info.value)
     assert message.startswith(
         "unknown site 'perlmuter'; known sites: anvil, bridges2, delta, expanse, frontier, "
-        "perlmutter, polaris, testbed, testbed-alloc, testbed-mfa, testbed-mfa-nosharing, theta"
+        "perlmutter, polaris, testbed, testbed-alloc, testbed-mfa, testbed-mfa-nosharing, "
+        "testbed-nocontainer, theta"
     )
     assert message.endswith('did you mean "perlmutter"?')
 
@@ -360,15 +363,36 @@ def test_login_placement_and_runtime_defaults_keep_todays_behaviour(tmp_path):
          lambda p: p.schedd.placement == "allocation"),
         ({"[container]": "[schedd]\nmax_running_jobs = 64\n\n[container]"},
          lambda p: p.schedd.max_running_jobs == 64),
-        ({"[container]": '[container]\nruntime = "podman-hpc"'},
-         lambda p: p.container.runtime == "podman-hpc"),
-        ({"[container]": '[container]\nruntime = "none"'}, lambda p: p.container.runtime == "none"),
         ({"[container]": '[container]\nruntime = "singularity"'},
          lambda p: p.container.runtime == "singularity"),
     ],
 )  # fmt: skip
 def test_login_placement_and_runtime_good_values(tmp_path, edits, check):
     assert check(load_profile(write_profile(tmp_path, **edits)))
+
+
+def test_runtime_none_ships_a_tarball(tmp_path, monkeypatch):
+    (tmp_path / "release.tar.gz").write_bytes(b"tar")
+    none = '[container]\nruntime = "none"\ncondor_tarball = "release.tar.gz"'
+    p = load_profile(write_profile(tmp_path, **{"[container]": none}))
+    assert p.container.runtime == "none"
+    assert p.condor_tarball_path() == tmp_path / "release.tar.gz"  # next to the profile
+    text = MINIMAL.replace('image = "$SCRATCH/lumberjack/image/lumberjack-site.sif"\n', "")
+    variable = '[container]\nruntime = "none"\ncondor_tarball = "${LJ_TARBALLS}/r.tar.gz"'
+    p = load_profile(write_profile(tmp_path, "bar", text, **{"[container]": variable}))
+    assert p.container.image is None  # no image without a container
+    monkeypatch.delenv("LJ_TARBALLS", raising=False)
+    with pytest.raises(BadInput, match=r"\[container\].condor_tarball needs \$LJ_TARBALLS"):
+        p.condor_tarball_path()
+    monkeypatch.setenv("LJ_TARBALLS", str(tmp_path / "none-here"))
+    with pytest.raises(BadInput, match=r"condor_tarball .*none-here/r.tar.gz is not a file"):
+        p.condor_tarball_path()
+    pod = '[container]\nruntime = "podman-hpc"'
+    p = load_profile(write_profile(tmp_path, "pod", text.replace(
+        "[container]", '[container]\nimage = "registry.nersc.gov/lj/lumberjack-site:25.14"'),
+        **{"[container]": pod}))  # fmt: skip
+    assert p.container.runtime == "podman-hpc"
+    assert p.container.image == "registry.nersc.gov/lj/lumberjack-site:25.14"
 
 
 @pytest.mark.parametrize(
@@ -392,6 +416,18 @@ def test_login_placement_and_runtime_good_values(tmp_path, edits, check):
         ({"[container]": '[container]\nruntime = "shifter"'},
          'foo.toml: [container].runtime "shifter" is not one of the choices; '
          'write "apptainer" or "singularity" or "podman-hpc" or "none"'),
+        ({"[container]": '[container]\nruntime = "none"'},
+         'foo.toml: [container] runtime "none" needs the HTCondor release tarball lumberjack '
+         'ships to the site; add e.g. condor_tarball = "~/htcondor/condor-25.0.0-x86_64_x.tar.gz"'),
+        ({"[container]": '[container]\nruntime = "none"\ncondor_tarball = "/no/such.tar.gz"'},
+         'foo.toml: [container].condor_tarball "/no/such.tar.gz" is not a file (/no/such.tar.gz)'),
+        ({"[container]": '[container]\ncondor_tarball = "/no/such.tar.gz"'},
+         'foo.toml: [container].condor_tarball "/no/such.tar.gz" is only for runtime = "none" '
+         "(this profile runs apptainer); remove it"),
+        ({"[container]": '[container]\nruntime = "podman-hpc"'},
+         'foo.toml: [container].image "$SCRATCH/lumberjack/image/lumberjack-site.sif" is not '
+         "an OCI image name (podman-hpc runs images pulled or migrated beforehand); write e.g. "
+         '"lumberjack-site:25.14"'),
         ({"[site]": '[site]\nauht = "mfa"'},
          'foo.toml: unknown key [site].auht; did you mean "auth"?'),
     ],

@@ -1,0 +1,381 @@
+"""How the site runs HTCondor: in a container (Apptainer, Singularity, podman-hpc) or
+straight from a release that lumberjack ships (runtime "none").
+
+One small class per runtime, as the profile's `[container] runtime` names it; the base
+class holds what they share. Each knows how to
+
+- wrap an HTCondor command so that it runs with the site image (or the shipped release)
+  and the binds the pool needs (`wrap`, a shell fragment for node.sh; `argv`, for the
+  agent on the login node, in the long-running pool);
+- start and stop the long-running pool on the login node (`start_argv`, `stop_argv`,
+  `master_command`), and say how to check that it exists (`check_argv`, `running`);
+- say where HTCondor's own files are (`release_lines`, for the configs).
+
+Also here: unpacking the shipped HTCondor tarball, once and atomically, refusing any
+member that could land outside its directory (`unpack_release`).
+
+Stdlib only: this module runs on the login node, inside the agent's zipapp.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import ClassVar
+
+from lumberjack.core.safepath import why_unsafe
+
+#: Where HTCondor's Debian and upstream packages put their helper programs.
+SYSTEM_RELEASE_LINES = """RELEASE_DIR = /usr
+LIBEXEC = /usr/libexec/condor
+LIB = /usr/lib/condor
+SHARE = /usr/share/condor"""
+
+
+@dataclass(frozen=True)
+class ContainerRuntime:
+    """One way of running HTCondor at a site, for one export directory (`root`, always
+    bound into the container)."""
+
+    NAME: ClassVar[str] = ""
+
+    root: str  # the export's directory at the site
+    image: str = ""  # the site image (a SIF path, or an OCI image name for podman-hpc)
+    binds: tuple[str, ...] = ()  # extra binds from the profile, "SRC[:DST[:OPTS]]"
+    release: str = ""  # the unpacked HTCondor release (runtime "none")
+
+    @property
+    def pool_name(self) -> str:
+        """Name of the long-running pool (instance, container) on the login node."""
+        return f"lumberjack-{PurePosixPath(self.root).name}"
+
+    # -- commands -----------------------------------------------------------------------
+
+    def prefix(self, config: str) -> list[str]:
+        """The words before an HTCondor command in a fresh container (quoted for a shell)."""
+        raise NotImplementedError
+
+    def wrap(self, config: str, *command: str) -> str:
+        """A shell fragment that runs `command` (words passed as they are: they may hold
+        shell expansions) with CONDOR_CONFIG=config, in a fresh container."""
+        return " ".join(self.prefix(config)) + " " + " ".join(command)
+
+    def argv(self, config: str, *command: str) -> list[str]:
+        """`command` with CONDOR_CONFIG=config, inside the running pool (login node)."""
+        raise NotImplementedError
+
+    def master_command(self, pid_file: str) -> tuple[str, ...]:
+        """How the pool's condor_master starts (in the background, on its own)."""
+        return ("condor_master",)
+
+    # -- the long-running pool on the login node ----------------------------------------
+
+    def start_argv(self) -> list[str] | None:
+        """Starts the pool's container; None: nothing to start."""
+        return None
+
+    def stop_argv(self) -> list[str] | None:
+        """Stops the pool's container (and every daemon in it); None: none exists."""
+        return None
+
+    def check_argv(self) -> list[str] | None:
+        """Asks whether the pool's container exists; None: only its daemons tell."""
+        return None
+
+    def running(self, result: subprocess.CompletedProcess[str]) -> bool:
+        """What check_argv's answer says."""
+        return result.returncode == 0
+
+    def missing_image(self) -> str | None:
+        """Why the pool cannot start with this image (one line), or None."""
+        return None
+
+    # -- configs ------------------------------------------------------------------------
+
+    def release_lines(self) -> str:
+        """Config lines that say where HTCondor's programs and libraries are."""
+        return SYSTEM_RELEASE_LINES
+
+
+def _binds_of(runtime: ContainerRuntime) -> list[str]:
+    return [runtime.root, *runtime.binds]
+
+
+@dataclass(frozen=True)
+class Apptainer(ContainerRuntime):
+    """`apptainer exec` for every command; the pool in an Apptainer instance."""
+
+    NAME: ClassVar[str] = "apptainer"
+    BINARY: ClassVar[str] = "apptainer"
+
+    def prefix(self, config: str) -> list[str]:
+        bind_args = [f"--bind {shlex.quote(b)}" for b in _binds_of(self)]
+        return [
+            self.BINARY, "-s", "exec", *bind_args, shlex.quote(self.image),
+            "env", f"CONDOR_CONFIG={shlex.quote(config)}",
+        ]  # fmt: skip
+
+    def argv(self, config: str, *command: str) -> list[str]:
+        return [
+            self.BINARY, "--quiet", "exec", f"instance://{self.pool_name}",
+            "env", f"CONDOR_CONFIG={config}", *command,
+        ]  # fmt: skip
+
+    def start_argv(self) -> list[str]:
+        binds = [arg for bind in _binds_of(self) for arg in ("--bind", bind)]
+        return [self.BINARY, "--quiet", "instance", "start", *binds, self.image, self.pool_name]
+
+    def stop_argv(self) -> list[str]:
+        return [self.BINARY, "--quiet", "instance", "stop", self.pool_name]
+
+    def check_argv(self) -> list[str]:
+        return [self.BINARY, "--quiet", "instance", "list", "--json", self.pool_name]
+
+    def running(self, result: subprocess.CompletedProcess[str]) -> bool:
+        if result.returncode != 0:
+            return False
+        try:
+            listing = json.loads(result.stdout or "{}").get("instances") or []
+        except ValueError:
+            return False
+        return any(item.get("instance") == self.pool_name for item in listing)
+
+    def missing_image(self) -> str | None:
+        if not Path(self.image).is_file():
+            return f"site image {self.image} not found; see the site profile's image"
+        return None
+
+
+@dataclass(frozen=True)
+class Singularity(Apptainer):
+    """Apptainer's command line under its older name (SingularityCE and older sites)."""
+
+    NAME: ClassVar[str] = "singularity"
+    BINARY: ClassVar[str] = "singularity"
+
+
+@dataclass(frozen=True)
+class PodmanHPC(ContainerRuntime):
+    """NERSC's podman-hpc (Perlmutter): `podman-hpc run --rm` for every command on a
+    node, a detached container (`run -d`) plus `exec` for the pool on the login node.
+
+    Rendered from documentation only; no podman-hpc was at hand to run it. Checked
+    against NERSC's podman-hpc repository (https://github.com/NERSC/podman-hpc: its
+    README and podman_hpc/podman_hpc.py, as of 2026-04): `pull` and `migrate` are
+    podman-hpc's own subcommands (an image pulled with `podman-hpc pull`, or built and
+    then `podman-hpc migrate`d, is squashed where compute nodes see it), and every other
+    subcommand (run, exec, stop, container exists) passes through to podman, whose
+    options are podman's: `run --rm -d --name NAME --net host --userns keep-id
+    -v SRC:DST IMAGE CMD`. `--userns keep-id` runs the daemons as the site account (not
+    as a container root that HTCondor would try to switch users from); `--net host` puts
+    them on the node's own addresses. The image is an OCI image name (e.g.
+    "lumberjack-site:25.14"), made available beforehand with pull or migrate.
+    """
+
+    NAME: ClassVar[str] = "podman-hpc"
+    BINARY: ClassVar[str] = "podman-hpc"
+
+    def _volumes(self) -> list[str]:
+        volumes = []
+        for bind in _binds_of(self):
+            # Apptainer's "SRC" binds SRC at the same path; podman wants both.
+            spec = bind if ":" in bind else f"{bind}:{bind}"
+            volumes += ["-v", spec]
+        return volumes
+
+    def _run_options(self) -> list[str]:
+        return ["--net", "host", "--userns", "keep-id", *self._volumes()]
+
+    def prefix(self, config: str) -> list[str]:
+        words = [self.BINARY, "run", "--rm", *self._run_options(), self.image,
+                 "env", f"CONDOR_CONFIG={config}"]  # fmt: skip
+        return [shlex.quote(word) for word in words]
+
+    def argv(self, config: str, *command: str) -> list[str]:
+        return [self.BINARY, "exec", self.pool_name, "env", f"CONDOR_CONFIG={config}", *command]
+
+    def start_argv(self) -> list[str]:
+        # The container only holds the pool's namespace; the daemons come with `exec`.
+        return [self.BINARY, "run", "-d", "--rm", "--name", self.pool_name,
+                *self._run_options(), self.image, "sleep", "infinity"]  # fmt: skip
+
+    def stop_argv(self) -> list[str]:
+        return [self.BINARY, "stop", self.pool_name]
+
+    def check_argv(self) -> list[str]:
+        return [self.BINARY, "container", "exists", self.pool_name]
+
+
+@dataclass(frozen=True)
+class NoContainer(ContainerRuntime):
+    """HTCondor straight from the release lumberjack shipped and unpacked under the
+    site's base directory (shared with the compute nodes): PATH, LD_LIBRARY_PATH (when
+    the release has lib/) and CONDOR_CONFIG set, the configs' RELEASE_DIR and friends
+    pointing into the release. The pool is a plain background condor_master whose pid
+    is recorded (`master_command`)."""
+
+    NAME: ClassVar[str] = "none"
+
+    def _lib(self) -> str | None:
+        lib = posixpath.join(self.release, "lib")
+        return lib if os.path.isdir(lib) else None
+
+    def prefix(self, config: str) -> list[str]:
+        release = shlex.quote(self.release)
+        words = ["env", f"CONDOR_CONFIG={shlex.quote(config)}",
+                 f'PATH={release}/bin:{release}/sbin:"$PATH"']  # fmt: skip
+        lib = self._lib()
+        if lib:
+            keep = "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the site's own, after ours
+            words.append(f"LD_LIBRARY_PATH={shlex.quote(lib)}{keep}")
+        return words
+
+    def argv(self, config: str, *command: str) -> list[str]:
+        path = f"{self.release}/bin:{self.release}/sbin:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        words = ["env", f"CONDOR_CONFIG={config}", f"PATH={path}"]
+        lib = self._lib()
+        if lib:
+            old = os.environ.get("LD_LIBRARY_PATH")
+            words.append(f"LD_LIBRARY_PATH={lib}" + (f":{old}" if old else ""))
+        return [*words, *command]
+
+    def master_command(self, pid_file: str) -> tuple[str, ...]:
+        # condor_master puts itself in the background and writes its pid.
+        return ("condor_master", "-pidfile", pid_file)
+
+    def missing_image(self) -> str | None:
+        if not os.path.isfile(posixpath.join(self.release, "sbin", "condor_master")):
+            return f"no HTCondor release at {self.release} (sbin/condor_master is missing)"
+        return None
+
+    def release_lines(self) -> str:
+        release = self.release
+        return f"""RELEASE_DIR = {release}
+BIN = {release}/bin
+SBIN = {release}/sbin
+LIBEXEC = {release}/libexec
+LIB = {release}/lib
+SHARE = {release}/share"""
+
+
+RUNTIMES: dict[str, type[ContainerRuntime]] = {
+    cls.NAME: cls for cls in (Apptainer, Singularity, PodmanHPC, NoContainer)
+}
+
+
+def get_runtime(
+    name: str, root: str, *, image: str = "", binds: tuple[str, ...] = (), release: str = ""
+) -> ContainerRuntime:
+    """The runtime called `name` for the export directory `root`."""
+    try:
+        cls = RUNTIMES[name]
+    except KeyError:
+        raise ValueError(f"unknown container runtime {name!r}") from None
+    return cls(root=root, image=image, binds=tuple(binds), release=release)
+
+
+# ---- the shipped HTCondor release (runtime "none") --------------------------------------
+
+
+class ReleaseError(Exception):
+    """A one-line reason the shipped HTCondor tarball cannot be used."""
+
+
+def release_names(base_dir: str, sha256: str) -> tuple[str, str]:
+    """(tarball, release directory) at the site for a tarball of this sha256: one copy
+    per site, whatever export uses it."""
+    prefix = sha256[:16]
+    directory = posixpath.join(base_dir, "htcondor")
+    return posixpath.join(directory, f"{prefix}.tar.gz"), posixpath.join(directory, prefix)
+
+
+def _member_problem(member: tarfile.TarInfo) -> str | None:
+    name = member.name[2:] if member.name.startswith("./") else member.name
+    name = name.rstrip("/") if member.isdir() else name
+    if name in ("", "."):
+        return None
+    why = why_unsafe(name)
+    if why:
+        return f"member {member.name!r} {why}"
+    if member.ischr() or member.isblk() or member.isfifo() or member.isdev():
+        return f"member {member.name!r} is a device or fifo"
+    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+        return f"member {member.name!r} is of an unknown kind"
+    if member.issym() or member.islnk():
+        link = member.linkname
+        if link.startswith("/"):
+            return f"link {member.name!r} points to an absolute path"
+        base = posixpath.dirname(name) if member.issym() else ""
+        target = posixpath.normpath(posixpath.join(base, link))
+        if target == ".." or target.startswith("../") or target.startswith("/"):
+            return f"link {member.name!r} points outside the release"
+    return None
+
+
+def check_members(archive: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Every member, or ReleaseError naming the first that could escape its directory
+    (absolute, `..`, a link out, a device): nothing is unpacked from such a tarball."""
+    members = archive.getmembers()
+    for member in members:
+        problem = _member_problem(member)
+        if problem:
+            raise ReleaseError(f"refusing the HTCondor tarball: {problem}")
+        member.mode &= 0o755  # no setuid, setgid, sticky, or group/other write
+    return members
+
+
+def _release_root(unpacked: Path) -> Path:
+    """The directory holding sbin/condor_master: the top of the tarball, or its one
+    top-level directory (as HTCondor's own tarballs are laid out)."""
+    if (unpacked / "sbin" / "condor_master").is_file():
+        return unpacked
+    entries = [entry for entry in unpacked.iterdir() if entry.is_dir()]
+    if len(entries) == 1 and (entries[0] / "sbin" / "condor_master").is_file():
+        return entries[0]
+    raise ReleaseError("the HTCondor tarball holds no sbin/condor_master")
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def unpack_release(tarball: str, target: str, sha256: str = "") -> bool:
+    """Unpack `tarball` into `target` once: into a temporary directory next to it, then
+    one rename. False if `target` was already there. ReleaseError (one line) if the
+    tarball is not the one shipped or holds a hostile member; then nothing is left."""
+    if os.path.isdir(target):
+        return False
+    if sha256 and sha256_of(tarball) != sha256:
+        raise ReleaseError(f"{tarball} is not the HTCondor tarball that was shipped; ship again")
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", dir=parent)
+    try:
+        with tarfile.open(tarball, "r:*") as archive:
+            members = check_members(archive)
+            extra = {"filter": "fully_trusted"} if hasattr(tarfile, "data_filter") else {}
+            archive.extractall(scratch, members=members, **extra)  # noqa: S202 (checked)
+        root = _release_root(Path(scratch))
+        try:
+            os.rename(root, target)
+        except OSError:
+            if not os.path.isdir(target):  # another agent won the race: theirs is as good
+                raise
+        return True
+    except (tarfile.TarError, EOFError) as exc:
+        raise ReleaseError(f"cannot unpack the HTCondor tarball {tarball}: {exc}") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

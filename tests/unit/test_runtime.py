@@ -1,0 +1,321 @@
+"""Container runtimes (site/runtime.py): the commands each renders, the pool's start and
+stop driven for real through stand-in programs, and the shipped HTCondor tarball's
+unpacking, which refuses hostile members and leaves nothing behind."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from lumberjack.site import agent, remote_pool
+from lumberjack.site.batch import get_batch_system
+from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.runtime import (
+    RUNTIMES,
+    Apptainer,
+    NoContainer,
+    PodmanHPC,
+    ReleaseError,
+    Singularity,
+    get_runtime,
+    unpack_release,
+)
+
+ROOT = "/scratch/lj/calib"
+CONFIG = f"{ROOT}/pilots/condor_config"
+
+
+def settings(runtime: str = "apptainer", root: str = ROOT, **overrides) -> PoolSettings:
+    values = dict(
+        layout=ExportLayout(root),
+        site_user="hpcuser",
+        address="10.0.0.5",
+        port=40123,
+        image="/images/lumberjack-site.sif",
+        binds=("/scratch/data",),
+        runtime_name=runtime,
+    )
+    values.update(overrides)
+    return PoolSettings(**values)
+
+
+# ---- the rendered commands ----------------------------------------------------------------
+
+
+def test_every_profile_runtime_has_a_class() -> None:
+    from lumberjack.profiles.model import RUNTIMES as PROFILE_RUNTIMES
+
+    assert set(RUNTIMES) == set(PROFILE_RUNTIMES)
+    assert get_runtime("singularity", ROOT).pool_name == "lumberjack-calib"
+    with pytest.raises(ValueError, match="unknown container runtime 'shifter'"):
+        get_runtime("shifter", ROOT)
+
+
+def test_apptainer_wraps_a_command_as_before() -> None:
+    runtime = Apptainer(root=ROOT, image="/images/site image.sif", binds=("/data",))
+    wrapped = runtime.wrap(CONFIG, "condor_master", "-f")
+    assert wrapped == (
+        f"apptainer -s exec --bind {ROOT} --bind /data '/images/site image.sif' "
+        f"env CONDOR_CONFIG={CONFIG} condor_master -f"
+    )
+    singularity = Singularity(root=ROOT, image="/images/site image.sif", binds=("/data",))
+    assert singularity.wrap(CONFIG, "condor_master", "-f") == "singularity" + wrapped[9:]
+
+
+def test_apptainer_pool_is_an_instance() -> None:
+    runtime = Apptainer(root=ROOT, image="/i/site.sif", binds=("/data",))
+    assert runtime.start_argv() == [
+        "apptainer", "--quiet", "instance", "start", "--bind", ROOT, "--bind", "/data",
+        "/i/site.sif", "lumberjack-calib",
+    ]  # fmt: skip
+    assert runtime.argv("/c", "condor_off", "-schedd") == [
+        "apptainer", "--quiet", "exec", "instance://lumberjack-calib",
+        "env", "CONDOR_CONFIG=/c", "condor_off", "-schedd",
+    ]  # fmt: skip
+    assert runtime.stop_argv() == ["apptainer", "--quiet", "instance", "stop", "lumberjack-calib"]
+    assert runtime.check_argv()[-3:] == ["list", "--json", "lumberjack-calib"]
+    listing = json.dumps({"instances": [{"instance": "lumberjack-calib", "pid": 7}]})
+    assert runtime.running(subprocess.CompletedProcess([], 0, listing, ""))
+    assert not runtime.running(subprocess.CompletedProcess([], 0, '{"instances": []}', ""))
+    assert not runtime.running(subprocess.CompletedProcess([], 255, "", "no instance"))
+    assert runtime.master_command("/p") == ("condor_master",)
+    assert runtime.release_lines() == remote_pool.RELEASE_LINES
+
+
+def test_podman_hpc_renders_nerscs_documented_form() -> None:
+    """`podman-hpc run --rm [--net host] -v SRC:DST ... IMAGE CMD` (NERSC's podman-hpc
+    documentation and repository; see the class docstring)."""
+    runtime = PodmanHPC(root=ROOT, image="lumberjack-site:25.14", binds=("/data", "/a:/b:ro"))
+    words = shlex.split(runtime.wrap(CONFIG, "condor_master", "-f"))
+    assert words == [
+        "podman-hpc", "run", "--rm", "--net", "host", "--userns", "keep-id",
+        "-v", f"{ROOT}:{ROOT}", "-v", "/data:/data", "-v", "/a:/b:ro",
+        "lumberjack-site:25.14", "env", f"CONDOR_CONFIG={CONFIG}",
+        "condor_master", "-f",
+    ]  # fmt: skip
+    start = runtime.start_argv()
+    assert start[:6] == ["podman-hpc", "run", "-d", "--rm", "--name", "lumberjack-calib"]
+    assert start[-3:] == ["lumberjack-site:25.14", "sleep", "infinity"]
+    assert ["--net", "host"] == start[6:8] and f"{ROOT}:{ROOT}" in start
+    assert runtime.argv("/c", "condor_q") == [
+        "podman-hpc", "exec", "lumberjack-calib", "env", "CONDOR_CONFIG=/c", "condor_q",
+    ]  # fmt: skip
+    assert runtime.stop_argv() == ["podman-hpc", "stop", "lumberjack-calib"]
+    assert runtime.check_argv() == ["podman-hpc", "container", "exists", "lumberjack-calib"]
+    assert runtime.running(subprocess.CompletedProcess([], 0, "", ""))
+    assert not runtime.running(subprocess.CompletedProcess([], 1, "", ""))
+    assert runtime.missing_image() is None  # an image name: podman-hpc pulls or migrates it
+
+
+def test_no_container_runs_the_shipped_release(tmp_path: Path) -> None:
+    release = tmp_path / "htcondor" / "abc"
+    (release / "sbin").mkdir(parents=True)
+    runtime = NoContainer(root=ROOT, release=str(release))
+    assert runtime.missing_image() == (
+        f"no HTCondor release at {release} (sbin/condor_master is missing)"
+    )
+    (release / "sbin" / "condor_master").write_text("")
+    assert runtime.missing_image() is None
+    assert shlex.split(runtime.wrap(CONFIG, "condor_master", "-f"), posix=True) == [
+        "env", f"CONDOR_CONFIG={CONFIG}", f"PATH={release}/bin:{release}/sbin:$PATH",
+        "condor_master", "-f",
+    ]  # fmt: skip
+    (release / "lib").mkdir()
+    wrapped = runtime.wrap(CONFIG, "condor_master", "-f")
+    assert f"LD_LIBRARY_PATH={release}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" in wrapped
+    argv = runtime.argv("/c", "condor_q")
+    assert argv[:2] == ["env", "CONDOR_CONFIG=/c"] and argv[-1] == "condor_q"
+    assert argv[2].startswith(f"PATH={release}/bin:{release}/sbin:")
+    assert argv[3].startswith(f"LD_LIBRARY_PATH={release}/lib")
+    assert runtime.start_argv() is None and runtime.stop_argv() is None
+    assert runtime.check_argv() is None
+    assert runtime.master_command("/x/master.pid") == ("condor_master", "-pidfile", "/x/master.pid")
+    lines = remote_pool.pool_config(settings("none", release=str(release)))
+    for name, value in (("RELEASE_DIR", ""), ("SBIN", "/sbin"), ("BIN", "/bin"),
+                        ("LIBEXEC", "/libexec"), ("LIB", "/lib")):  # fmt: skip
+        assert f"\n{name} = {release}{value}\n" in lines
+    assert "/usr" not in remote_pool.pilot_config(settings("none", release=str(release)))
+
+
+# ---- node.sh for every runtime, run for real ---------------------------------------------
+
+# Stands in for every runtime's program: whatever wraps condor_master, the command ends
+# in "condor_master -f", which runs until TERM and writes the master's address.
+STUB = """#!/bin/bash
+printf '%s\\n' "$0" "$@" "env:${CONDOR_CONFIG:-}" > "$STUB_DIR/call-$(date +%s%N)-$$"
+for arg in "$(basename "$0")" "$@"; do
+    if [ "$arg" = condor_master ]; then
+        echo "<10.0.0.9:9618>" > "$LJ_NODE_DIR/log/.master_address"
+        trap 'exit 0' TERM
+        while :; do sleep 0.05; done
+    fi
+done
+"""
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
+def test_node_script_runs_each_runtimes_master(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "my exports" / "calib"
+    release = tmp_path / "release"
+    stub = tmp_path / "bin"
+    for directory in (stub, release / "sbin"):
+        directory.mkdir(parents=True)
+    for path in (stub / "apptainer", stub / "singularity", stub / "podman-hpc",
+                 release / "sbin" / "condor_master"):  # fmt: skip
+        path.write_text(STUB)
+        path.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    pool = settings(name, str(root), image="site:1" if name == "podman-hpc" else "/i.sif",
+                    release=str(release))  # fmt: skip
+    script = Path(pool.layout.node_script)
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        remote_pool.node_script(
+            pool, batch=get_batch_system("slurm"), cores=1, memory_mb=0, walltime_s=600,
+            retire_s=60,
+        )
+    )  # fmt: skip
+    script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_DIR": str(calls),
+           "SLURM_JOB_ID": "77", "SLURMD_NODENAME": "c1"}  # fmt: skip
+    env.pop("CONDOR_CONFIG", None)  # only the runtime sets it
+    proc = subprocess.Popen([str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    node_log = Path(pool.layout.pilots, "nodes", "pilot-77-c1", "log", ".master_address")
+    try:
+        deadline = time.monotonic() + 60  # a bound, not a measure: a loaded machine is slow
+        while not node_log.exists():
+            assert time.monotonic() < deadline, "the master never started"
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    (first,) = [call.read_text().splitlines() for call in calls.iterdir()]
+    if name == "none":  # the release's own program, its config in the environment
+        assert first == [str(release / "sbin" / "condor_master"), "-f",
+                         f"env:{pool.layout.pilot_config}"]  # fmt: skip
+    else:  # the runtime's program, which runs `env CONDOR_CONFIG=... condor_master -f`
+        assert first[0] == str(stub / name)
+        assert first[-3:] == ["condor_master", "-f", "env:"]
+        assert f"CONDOR_CONFIG={pool.layout.pilot_config}" in first
+
+
+# ---- the pool on the login node, runtime "none", driven for real ---------------------------
+
+# A stand-in release's condor_master: without -f it puts itself in the background and
+# writes its pid (as the real one does with -pidfile); with -f it "is" the schedd too.
+STUB_MASTER = """#!/bin/bash
+if [ "$1" = -pidfile ]; then
+    "$0" -f < /dev/null > /dev/null 2>&1 &
+    echo $! > "$2"
+    exit 0
+fi
+spool=$(sed -n 's/^SPOOL = //p' "$CONDOR_CONFIG")
+echo "<10.0.0.5:9618>" > "$spool/.schedd_address"
+trap 'exit 0' TERM
+while :; do sleep 0.05; done
+"""
+
+
+def test_no_container_pool_starts_and_stops_by_its_pid(tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    (release / "sbin").mkdir(parents=True)
+    (release / "sbin" / "condor_master").write_text(STUB_MASTER)
+    (release / "sbin" / "condor_master").chmod(0o755)
+    pool = settings("none", str(tmp_path / "calib"), image="", release=str(release))
+    Path(pool.layout.spool).mkdir(parents=True)
+    answer = agent.start_pool(pool.layout, pool)
+    assert answer == {"started": True, "collector": "10.0.0.5:40123"}
+    pid = int(Path(pool.layout.master_pid).read_text())
+    assert agent.pool_processes(pool.layout, "condor_master") == [pid]
+    assert agent.instance_running(pool.layout, pool.runtime)
+    assert agent.start_pool(pool.layout, pool)["reason"] == "already running"
+    agent.stop_pool(pool.layout, pool.runtime)
+    agent._wait_gone(pool.layout, None)
+    assert not agent.instance_running(pool.layout, pool.runtime)
+
+
+# ---- the shipped tarball -------------------------------------------------------------------
+
+
+def make_tarball(path: Path, extra: list[tarfile.TarInfo] = ()) -> Path:
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in (("condor-1/sbin/condor_master", b"#!/bin/sh\n"),
+                           ("condor-1/lib/libcondor.so", b"lib")):  # fmt: skip
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o4755
+            archive.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("condor-1/lib/libcondor.so.1")
+        link.type, link.linkname = tarfile.SYMTYPE, "libcondor.so"
+        archive.addfile(link)
+        for info in extra:
+            archive.addfile(info, io.BytesIO(b"x" * info.size) if info.isfile() else None)
+    return path
+
+
+def test_unpack_release_once_atomically(tmp_path: Path) -> None:
+    tarball = make_tarball(tmp_path / "abc.tar.gz")
+    target = tmp_path / "htcondor" / "abc"
+    from lumberjack.site.runtime import sha256_of
+
+    assert unpack_release(str(tarball), str(target), sha256_of(str(tarball))) is True
+    master = target / "sbin" / "condor_master"
+    assert master.read_bytes() == b"#!/bin/sh\n"
+    assert master.stat().st_mode & 0o7777 == 0o755  # no setuid from a tarball
+    assert os.readlink(target / "lib" / "libcondor.so.1") == "libcondor.so"
+    assert unpack_release(str(tarball), str(target)) is False  # once
+    assert sorted(p.name for p in target.parent.iterdir()) == ["abc"]  # no temp dir left
+    with pytest.raises(ReleaseError, match="is not the HTCondor tarball that was shipped"):
+        unpack_release(str(tarball), str(tmp_path / "other"), "0" * 64)
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    info.size = 1 if kind == tarfile.REGTYPE else 0
+    return info
+
+
+@pytest.mark.parametrize(
+    ("member", "reason"),
+    [
+        (_member("/etc/cron.d/evil"), "member '/etc/cron.d/evil' is absolute"),
+        (_member("condor-1/../../evil"), "member 'condor-1/../../evil' contains '..'"),
+        (_member("condor-1/lib/out", tarfile.SYMTYPE, "../../../etc/passwd"),
+         "link 'condor-1/lib/out' points outside the release"),
+        (_member("condor-1/lib/abs", tarfile.SYMTYPE, "/etc/passwd"),
+         "link 'condor-1/lib/abs' points to an absolute path"),
+        (_member("condor-1/lib/hard", tarfile.LNKTYPE, "../x"),
+         "link 'condor-1/lib/hard' points outside the release"),
+        (_member("condor-1/dev/sda", tarfile.BLKTYPE), "member 'condor-1/dev/sda' is a device"),
+        (_member("condor-1/dev/tty", tarfile.CHRTYPE), "member 'condor-1/dev/tty' is a device"),
+    ],
+)  # fmt: skip
+def test_unpack_refuses_hostile_members_and_leaves_nothing(
+    tmp_path: Path, member: tarfile.TarInfo, reason: str
+) -> None:
+    tarball = make_tarball(tmp_path / "bad.tar.gz", [member])
+    target = tmp_path / "htcondor" / "bad"
+    with pytest.raises(ReleaseError) as caught:
+        unpack_release(str(tarball), str(target))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"refusing the HTCondor tarball: {reason}")
+    assert list(target.parent.iterdir()) == []
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "evil").exists()
+
+
+def test_agent_launch_refuses_a_hostile_tarball_in_one_line(tmp_path: Path) -> None:
+    tarball = make_tarball(tmp_path / "bad.tar.gz", [_member("/abs")])
+    plan = {"condor_release": {"tarball": str(tarball), "dir": str(tmp_path / "rel")}}
+    with pytest.raises(agent.AgentError, match="^refusing the HTCondor tarball: member '/abs'"):
+        agent.ensure_release(plan)
+    assert not (tmp_path / "rel").exists()
