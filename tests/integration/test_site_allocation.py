@@ -118,8 +118,8 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     before = tree(job_dir)
     name = f"alloc-{uuid.uuid4().hex[:6]}"
     at_site.append(name)
-    lumberjack("export", "--ids", str(cluster), "--site", SITE, "--name", name,
-               "--nodes", "2", "--cores", "2", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
+    lumberjack("export", "--ids", str(cluster), "--site", SITE, "--name", name, "--nodes", "2",
+               "--cores", "2", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
     assert sync(name)["phase"] == "launched"
     assert on_login_node(name) == {}
 
