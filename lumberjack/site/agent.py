@@ -47,7 +47,7 @@ from lumberjack.site import remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
-from lumberjack.site.runtime import ContainerRuntime, get_runtime
+from lumberjack.site.runtime import ContainerRuntime, RuntimeFailure, get_runtime, last_line
 
 QUEUE_LOG = "job_queue.log"
 PLACED_MARK = "queue-placed"  # in pool/: the queue went in; never again
@@ -168,14 +168,8 @@ def runtime_of(layout: ExportLayout, plan: dict | None) -> ContainerRuntime:
 
 def instance_running(layout: ExportLayout, runtime: ContainerRuntime) -> bool:
     """Whether the pool's container exists (its daemons, for runtime "none")."""
-    argv = runtime.check_argv()
-    if argv is None:
-        return bool(pool_processes(layout, "condor_master"))
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True)
-    except OSError:  # no such runtime on this node: nothing of it runs
-        return False
-    return runtime.running(result)
+    exists = runtime.pool_exists()
+    return bool(pool_processes(layout, "condor_master")) if exists is None else exists
 
 
 def pool_processes(layout: ExportLayout, program: str | None = None) -> list[int]:
@@ -209,14 +203,13 @@ def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
     os.chmod(local / "tokens.d", 0o700)
     Path(layout.pool_config).write_text(remote_pool.pool_config(settings))
     runtime = settings.runtime
-    start = runtime.start_argv()
-    if start is not None and not instance_running(layout, runtime):
-        result = subprocess.run(start, capture_output=True, text=True)
-        if result.returncode != 0 or not instance_running(layout, runtime):
+    if runtime.pool_exists() is False:
+        try:
+            runtime.start_container()
+        except RuntimeFailure as exc:
             raise AgentError(
-                f"{runtime.NAME} could not start the pool's container from {settings.image}: "
-                + _last_line(result.stderr or result.stdout)
-            )
+                f"{runtime.NAME} could not start the pool's container from {settings.image}: {exc}"
+            ) from None
     address_file = Path(layout.spool, ".schedd_address")
     address_file.unlink(missing_ok=True)
     _in_pool(runtime, layout, *runtime.master_command(layout.master_pid))
@@ -229,23 +222,12 @@ def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
     return {"started": True, "collector": settings.collector}
 
 
-def _last_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[-1] if lines else "no output"
-
-
 def _in_pool(runtime: ContainerRuntime, layout: ExportLayout, *command: str) -> str:
     """Run an HTCondor command in the pool's container, as the site account."""
-    try:
-        result = subprocess.run(
-            runtime.argv(layout.pool_config, *command),
-            capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except OSError as exc:
-        raise AgentError(f"{command[0]} failed: {exc}") from None
-    if result.returncode != 0:
-        raise AgentError(f"{command[0]} failed: {_last_line(result.stderr + result.stdout)}")
-    return result.stdout
+    code, output = runtime.run_in_pool(layout.pool_config, *command)
+    if code != 0:
+        raise AgentError(f"{command[0]} failed: {last_line(output)}")
+    return output
 
 
 def choose_port(address: str) -> int:
@@ -420,10 +402,8 @@ def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
 def stop_pool(layout: ExportLayout, runtime: ContainerRuntime) -> None:
     """Stop the pool's container, or (runtime "none") its condor_master, which takes
     its daemons down with it."""
-    argv = runtime.stop_argv()
-    if argv is not None:
-        if instance_running(layout, runtime):
-            subprocess.run(argv, capture_output=True, text=True)
+    if runtime.pool_exists() is not None:
+        runtime.stop_container()
         return
     for pid in pool_processes(layout, "condor_master"):
         try:

@@ -7,20 +7,23 @@ class holds what they share. Each knows how to
 - wrap an HTCondor command so that it runs with the site image (or the shipped release)
   and the binds the pool needs (`wrap`, a shell fragment for node.sh; `argv`, for the
   agent on the login node, in the long-running pool);
-- start and stop the long-running pool on the login node (`start_argv`, `stop_argv`,
-  `master_command`), and say how to check that it exists (`check_argv`, `running`);
+- start and stop the long-running pool on the login node and run commands in it
+  (`start_container`, `stop_container`, `pool_exists`, `run_in_pool`, `master_command`):
+  Apptainer and Singularity through spython (vendored in the agent's zipapp), the others
+  from the command lines their classes give (`start_argv`, `stop_argv`, `check_argv`,
+  `argv`);
 - say where HTCondor's own files are (`release_lines`, for the configs).
 
 Also here: unpacking the shipped HTCondor tarball, once and atomically, refusing any
 member that could land outside its directory (`unpack_release`).
 
-Stdlib only: this module runs on the login node, inside the agent's zipapp.
+Stdlib only (and spython, vendored): this module runs on the login node, inside the
+agent's zipapp.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import posixpath
 import shlex
@@ -39,6 +42,15 @@ SYSTEM_RELEASE_LINES = """RELEASE_DIR = /usr
 LIBEXEC = /usr/libexec/condor
 LIB = /usr/lib/condor
 SHARE = /usr/share/condor"""
+
+
+class RuntimeFailure(Exception):
+    """The runtime could not do what was asked; the message is one line."""
+
+
+def last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,52 @@ class ContainerRuntime:
         """Why the pool cannot start with this image (one line), or None."""
         return None
 
+    # -- what the agent calls on the login node ----------------------------------------
+
+    def pool_exists(self) -> bool | None:
+        """Whether the pool's container exists; None: there is no container (runtime
+        "none"), only the pool's daemons tell."""
+        argv = self.check_argv()
+        if argv is None:
+            return None
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True)
+        except OSError:  # no such runtime on this node: nothing of it runs
+            return False
+        return self.running(result)
+
+    def start_container(self) -> None:
+        """Start the pool's container (RuntimeFailure, one line, when it cannot)."""
+        argv = self.start_argv()
+        if argv is None:
+            return
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True)
+        except OSError as exc:
+            raise RuntimeFailure(f"{self.NAME}: {exc}") from None
+        if result.returncode != 0 or not self.pool_exists():
+            raise RuntimeFailure(last_line(result.stderr or result.stdout))
+
+    def stop_container(self) -> None:
+        """Stop the pool's container and every daemon in it."""
+        argv = self.stop_argv()
+        if argv is not None and self.pool_exists():
+            subprocess.run(argv, capture_output=True, text=True)
+
+    def run_in_pool(self, config: str, *command: str) -> tuple[int, str]:
+        """`command` with CONDOR_CONFIG=config in the running pool: its exit code, and
+        its output (stdout; stderr and stdout when it failed)."""
+        try:
+            result = subprocess.run(
+                self.argv(config, *command), capture_output=True, text=True,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError as exc:
+            return 127, str(exc)
+        if result.returncode != 0:
+            return result.returncode, result.stderr + result.stdout
+        return 0, result.stdout
+
     # -- configs ------------------------------------------------------------------------
 
     def release_lines(self) -> str:
@@ -124,30 +182,38 @@ class Apptainer(ContainerRuntime):
             "env", f"CONDOR_CONFIG={shlex.quote(config)}",
         ]  # fmt: skip
 
-    def argv(self, config: str, *command: str) -> list[str]:
-        return [
-            self.BINARY, "--quiet", "exec", f"instance://{self.pool_name}",
-            "env", f"CONDOR_CONFIG={config}", *command,
-        ]  # fmt: skip
+    # The pool is an Apptainer instance, driven through spython. spython runs the
+    # `singularity` command, which Apptainer installs as its other name.
 
-    def start_argv(self) -> list[str]:
-        binds = [arg for bind in _binds_of(self) for arg in ("--bind", bind)]
-        return [self.BINARY, "--quiet", "instance", "start", *binds, self.image, self.pool_name]
+    @staticmethod
+    def _client():  # -> spython's Client
+        from spython.main import Client
 
-    def stop_argv(self) -> list[str]:
-        return [self.BINARY, "--quiet", "instance", "stop", self.pool_name]
+        Client.quiet = True  # Apptainer's INFO lines would be mixed into results
+        return Client
 
-    def check_argv(self) -> list[str]:
-        return [self.BINARY, "--quiet", "instance", "list", "--json", self.pool_name]
+    def pool_exists(self) -> bool:
+        listing = self._client().instances(name=self.pool_name, return_json=True, quiet=True)
+        return bool(listing)
 
-    def running(self, result: subprocess.CompletedProcess[str]) -> bool:
-        if result.returncode != 0:
-            return False
-        try:
-            listing = json.loads(result.stdout or "{}").get("instances") or []
-        except ValueError:
-            return False
-        return any(item.get("instance") == self.pool_name for item in listing)
+    def start_container(self) -> None:
+        options = [arg for bind in _binds_of(self) for arg in ("--bind", bind)]
+        self._client().instance(self.image, name=self.pool_name, options=options, quiet=True)
+        if not self.pool_exists():
+            raise RuntimeFailure(f"could not start an instance of {self.image}")
+
+    def stop_container(self) -> None:
+        if self.pool_exists():
+            name = self.pool_name
+            self._client().instance(f"instance://{name}", name=name, start=False).stop(quiet=True)
+
+    def run_in_pool(self, config: str, *command: str) -> tuple[int, str]:
+        result = self._client().execute(
+            f"instance://{self.pool_name}", ["env", f"CONDOR_CONFIG={config}", *command],
+            return_result=True, quiet=True,
+        )  # fmt: skip
+        message = result["message"]
+        return result["return_code"], message if isinstance(message, str) else "".join(message)
 
     def missing_image(self) -> str | None:
         if not Path(self.image).is_file():

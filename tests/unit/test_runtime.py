@@ -70,22 +70,58 @@ def test_apptainer_wraps_a_command_as_before() -> None:
     assert singularity.wrap(CONFIG, "condor_master", "-f") == "singularity" + wrapped[9:]
 
 
-def test_apptainer_pool_is_an_instance() -> None:
+# A stand-in for the `singularity` command spython runs (Apptainer installs it as its
+# other name): it records each call and keeps one instance's existence in a file.
+STAND_IN = """#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["LJ_CALLS"], "a") as calls:
+    calls.write(json.dumps(args) + "\\n")
+state = os.environ["LJ_INSTANCE"]
+words = [a for a in args if not a.startswith("-")]
+if words[:2] == ["instance", "list"]:
+    alive = os.path.exists(state)
+    found = [{"instance": words[2], "pid": 7, "img": "/i/site.sif"}] if alive else []
+    print(json.dumps({"instances": found}))
+elif words[:2] == ["instance", "start"]:
+    open(state, "w").close()
+elif words[:2] == ["instance", "stop"]:
+    os.unlink(state)
+elif words[:1] == ["exec"]:
+    command = args[args.index(words[1]) + 1:]
+    os.execvp(command[0], command)
+"""
+
+
+def test_apptainer_pool_is_an_instance_driven_through_spython(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in = tmp_path / "bin" / "singularity"
+    stand_in.parent.mkdir()
+    stand_in.write_text(STAND_IN)
+    stand_in.chmod(0o755)
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("PATH", f"{stand_in.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("LJ_CALLS", str(calls))
+    monkeypatch.setenv("LJ_INSTANCE", str(tmp_path / "instance"))
     runtime = Apptainer(root=ROOT, image="/i/site.sif", binds=("/data",))
-    assert runtime.start_argv() == [
-        "apptainer", "--quiet", "instance", "start", "--bind", ROOT, "--bind", "/data",
-        "/i/site.sif", "lumberjack-calib",
+
+    assert runtime.pool_exists() is False
+    runtime.start_container()
+    assert runtime.pool_exists() is True
+    assert runtime.run_in_pool("/c", "printenv", "CONDOR_CONFIG") == (0, "/c\n")
+    assert runtime.run_in_pool("/c", "false")[0] != 0
+    runtime.stop_container()
+    assert runtime.pool_exists() is False
+
+    made = [json.loads(line) for line in calls.read_text().splitlines()]
+    (start,) = [c for c in made if "start" in c]
+    assert start[start.index("start") + 1:] == [
+        "--bind", ROOT, "--bind", "/data", "/i/site.sif", "lumberjack-calib",
     ]  # fmt: skip
-    assert runtime.argv("/c", "condor_off", "-schedd") == [
-        "apptainer", "--quiet", "exec", "instance://lumberjack-calib",
-        "env", "CONDOR_CONFIG=/c", "condor_off", "-schedd",
-    ]  # fmt: skip
-    assert runtime.stop_argv() == ["apptainer", "--quiet", "instance", "stop", "lumberjack-calib"]
-    assert runtime.check_argv()[-3:] == ["list", "--json", "lumberjack-calib"]
-    listing = json.dumps({"instances": [{"instance": "lumberjack-calib", "pid": 7}]})
-    assert runtime.running(subprocess.CompletedProcess([], 0, listing, ""))
-    assert not runtime.running(subprocess.CompletedProcess([], 0, '{"instances": []}', ""))
-    assert not runtime.running(subprocess.CompletedProcess([], 255, "", "no instance"))
+    (stop,) = [c for c in made if "stop" in c]
+    assert stop[-1] == "lumberjack-calib"
+    assert any("instance://lumberjack-calib" in c for c in made)
     assert runtime.master_command("/p") == ("condor_master",)
     assert runtime.release_lines() == remote_pool.RELEASE_LINES
 
