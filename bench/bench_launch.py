@@ -51,14 +51,18 @@ GOAL_FIRST_JOB_S = 6.0  # issue P5
 # The watcher's events of the 4-job launch, in order, and what each step between the
 # previous one and it is.
 STEPS = (
-    ("schedd_up", "CLI start-up, SSH, launch.json, queue placed, Apptainer instance, schedd up"),
-    ("launch_returned", "pilot token, sbatch, the agent's answer back over SSH"),
+    ("plan_written", "CLI start-up, SSH connection, launch.json written (helper put)"),
+    ("queue_placed", "the agent starts (python3 agent.pyz), places the queue"),
+    ("schedd_up", "Apptainer instance of the pool; master, collector, negotiator, schedd"),
+    ("pilot_token", "the pilots' token made (condor_token_create in the instance)"),
+    ("pilot_submitted", "pilot script written, sbatch"),
+    ("launch_returned", "the agent's answer back over SSH; the CLI exits"),
     ("first_node", "Slurm starts the pilot; node.sh starts"),
     ("startd_up", "condor_master, then the startd, in the site image (apptainer exec)"),
     ("matched", "startd's first ad; wait for the next negotiation cycle; match"),
     ("claimed", "schedd claims the slot (REQUEST_CLAIM to the startd)"),
     ("shadow", "schedd starts the shadow"),
-    ("starter", "startd starts the starter (claim activated)"),
+    ("starter", "startd starts the job's starter (claim activated)"),
     ("job_dir", "starter sets up the job's sandbox: the job starts"),
     ("first_running", "JobStatus 2 reaches the schedd's job_queue.log on disk"),
 )
@@ -92,13 +96,17 @@ def logged(pattern, regex):
     return False
 # (event, test): the path from the pool's start to the job's first process, in order
 steps = [
-    ("schedd_up", lambda: exists("pool/local/log/.schedd_address")),
+    ("plan_written", lambda: exists("launch.json")),
+    ("queue_placed", lambda: exists("pool/queue-placed")),
+    ("schedd_up", lambda: exists("spool/.schedd_address") or exists("pool/*/*/.schedd_address")),
+    ("pilot_token", lambda: exists("pilots/tokens.d/*")),
+    ("pilot_submitted", lambda: exists("pilots/submitted.json")),
     ("first_node", lambda: os.path.isdir(nodes) and bool(os.listdir(nodes))),
     ("startd_up", lambda: exists("pilots/nodes/*/log/.startd_address")),
     ("matched", lambda: logged("pool/local/log/NegotiatorLog", r"Matched ")),
     ("claimed", lambda: logged("pilots/nodes/*/log/StartLog", r"-> Claimed")),
     ("shadow", lambda: exists("pool/local/log/ShadowLog")),
-    ("starter", lambda: exists("pilots/nodes/*/log/StarterLog*")),
+    ("starter", lambda: exists("pilots/nodes/*/log/StarterLog.slot*")),
     ("job_dir", lambda: exists("pilots/nodes/*/execute/dir_*")),
 ]
 seen = set()
