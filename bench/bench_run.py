@@ -133,6 +133,20 @@ the export, from the start of `run`):
 | step | at | took |
 |---|---:|---:|
 {steps}
+
+What holds it back: the jobs themselves, from the first running to the last done (the
+"phase finished" row, polled every {r["poll_s"]} s). {r["jobs"]} jobs on {r["slots"]} slots
+ran at about {r["slots"]} jobs per negotiation cycle (2 s): each 1 s job costs its slot
+over 2 s, as if a slot took a new job only when the negotiator matched it again rather
+than the schedd reusing the claim at once when a job ends; on a 2-core machine the
+shadows, starters, their authentication and the file transfers of 6 jobs at a time
+(plus the access point's and the site's daemons) also share two cores. Export, ship,
+launch, fetch (the schedd stopped gracefully, the spool brought back) and import
+together take under 20 s, as the goal allows. What would move it: check the remote
+pool's SchedLog for claim reuse after each job (a dynamic slot reused for the next
+idle job of the same cluster needs no negotiation), and if the claims are dropped,
+find the setting that drops them; then measure on a machine with more cores than
+slots.
 """
 
 
