@@ -534,7 +534,10 @@ def _prefetch_status(
 ) -> None:
     """Ask each site for the status of all its exports that sync will ask about, in one
     call (see Site.prefetch_status); a site that cannot be reached is left to the
-    export-by-export loop, which reports it."""
+    export-by-export loop, which reports it. Answers a round left unused (an export
+    another process held) are dropped: a kept site (`sync --watch`) asks afresh."""
+    for site in sites.values():
+        site.statuses.clear()
     waiting: dict[str, list[ExportRecord]] = {}
     for record in records:
         if record.site and phases.sync_step(record.phase) == "status":
