@@ -10,11 +10,16 @@
 - launch at the testbed site: `condor_lumberjack launch` to the first job running vs plain
   Slurm (sbatch to RUNNING, apptainer exec of the site image); 30 jobs on 3 nodes to all
   done (bench/bench_launch.py).
+- sync with nothing to do, 50 exports at one site: its time and its SSH logins
+  (bench/bench_sync.py).
+- `run --wait` end to end, 200 jobs of 1 s on the 3-node testbed site, against the ideal
+  (bench/bench_run.py).
 
 Results go to BENCHMARKS.md (and bench/results/latest.json). Timings on a shared machine
 are noisy: read the ratios, not the seconds.
 
-    python bench/run.py [SECTION ...]     SECTION: export log shipping launch (default: all)
+    python bench/run.py [SECTION ...]     SECTION: export log shipping launch sync run
+                                          (default: all)
 
 A section left out keeps its part of BENCHMARKS.md as it was.
 """
@@ -36,7 +41,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_export_import  # noqa: E402
 import bench_jobqueuelog  # noqa: E402
 import bench_launch  # noqa: E402
+import bench_run  # noqa: E402
 import bench_shipping  # noqa: E402
+import bench_sync  # noqa: E402
 import testbed  # noqa: E402
 
 
@@ -47,13 +54,17 @@ def owned_dir(path: Path) -> Path:
     return path
 
 
-SECTIONS = ("export", "log", "shipping", "launch")
+SECTIONS = ("export", "log", "shipping", "launch", "sync", "run")
+#: The sections that need the testbed up.
+ON_TESTBED = {"export", "shipping", "launch", "sync", "run"}
 # The BENCHMARKS.md headings each section writes (kept as they were when it is not run).
 HEADINGS = {
     "export": ("## Export", "## Import", "## Peak memory"),
     "log": ("## job_queue.log",),
     "shipping": ("## Shipping",),
     "launch": ("## Launch",),
+    "sync": ("## Sync",),
+    "run": ("## run --wait",),
 }
 
 
@@ -70,7 +81,7 @@ def main(argv: list[str]) -> int:
         ),
         "sections": sections,
     }
-    if {"export", "shipping", "launch"} & set(sections):
+    if ON_TESTBED & set(sections):
         started_here = not testbed.ACCESS_POINT.is_running()
         os.environ.update(testbed.up())
         os.environ["PYTHONPATH"] = str(ROOT)
@@ -83,6 +94,10 @@ def main(argv: list[str]) -> int:
                 results["shipping"] = bench_shipping.run(work / "shipping")
             if "launch" in sections:
                 results["launch"] = bench_launch.run(work / "launch")
+            if "sync" in sections:
+                results["sync"] = bench_sync.run(work / "sync")
+            if "run" in sections:
+                results["run"] = bench_run.run(work / "run")
         finally:
             if started_here:
                 testbed.down()
@@ -125,7 +140,11 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
     if "shipping" in results:
         parts["shipping"] = bench_shipping.markdown(results["shipping"]) + "\n"
     if "launch" in results:
-        parts["launch"] = bench_launch.markdown(results["launch"])
+        parts["launch"] = bench_launch.markdown(results["launch"]) + "\n"
+    if "sync" in results:
+        parts["sync"] = bench_sync.markdown(results["sync"]) + "\n"
+    if "run" in results:
+        parts["run"] = bench_run.markdown(results["run"]) + "\n"
     body = "".join(parts.get(s) or old_blocks(HEADINGS[s]) for s in SECTIONS)
     ran = ", ".join(results["sections"])
     (ROOT / "BENCHMARKS.md").write_text(
@@ -134,8 +153,8 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
 Measured by `make bench` (sections: {ran}) on {results["date"]} ({results["machine"]}),
 on the testbed's real HTCondor schedd. Machines are shared and noisy: compare the ratios,
 not the seconds. Rerun everything with `make bench`, or some sections with
-`python bench/run.py export log` (export, log, shipping, launch; a section not rerun keeps
-its text below); raw numbers in bench/results/latest.json (not committed).
+`python bench/run.py export log` (export, log, shipping, launch, sync, run; a section not
+rerun keeps its text below); raw numbers in bench/results/latest.json (not committed).
 
 {body.rstrip()}
 """

@@ -8,6 +8,8 @@ JSON object on stdout; errors are {"error": "..."} with a non-zero exit code.
 
     python3 agent.pyz launch EXPORT_DIR    place the queue, start the pool, submit pilots
     python3 agent.pyz status EXPORT_DIR    jobs by status, pilots, pool running or not
+    python3 agent.pyz status DIR DIR ...   the same for several exports, in one process:
+                                           {"status": {DIR: answer or {"error": ...}}}
     python3 agent.pyz stop   EXPORT_DIR    condor_off -schedd, cancel pilots, stop the pool
     python3 agent.pyz remove EXPORT_DIR    delete the export directory (pool must be down)
 
@@ -178,8 +180,16 @@ def pool_processes(layout: ExportLayout, program: str | None = None) -> list[int
     A container may have its own PID namespace, but its processes are visible (and,
     being ours, readable) in /proc on the login node.
     """
-    wanted = f"CONDOR_CONFIG={layout.pool_config}".encode()
-    found = []
+    return [
+        pid
+        for pid, (config, comm) in _condor_processes().items()
+        if config == layout.pool_config and (program is None or comm == program)
+    ]
+
+
+def _condor_processes() -> dict[int, tuple[str, str]]:
+    """PID -> (CONDOR_CONFIG, program name) of this account's HTCondor processes."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -188,8 +198,9 @@ def pool_processes(layout: ExportLayout, program: str | None = None) -> list[int
             comm = (entry / "comm").read_text().strip()
         except OSError:
             continue
-        if wanted in environ and (program is None or comm == program):
-            found.append(int(entry.name))
+        for item in environ:
+            if item.startswith(b"CONDOR_CONFIG="):
+                found[int(entry.name)] = (os.fsdecode(item[len(b"CONDOR_CONFIG=") :]), comm)
     return found
 
 
@@ -359,7 +370,15 @@ def job_counts(layout: ExportLayout) -> dict[str, int]:
     return dict(counts)
 
 
-def status(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
+def status(
+    layout: ExportLayout,
+    launch: dict | None,
+    known: dict[str, PilotState] | None = None,
+    masters: set[str] | None = None,
+) -> dict[str, Any]:
+    """Jobs by status, pilots, pool running or not. `known`: pilot states already asked
+    of the batch system; `masters`: the CONDOR_CONFIGs of running condor_masters (both
+    found once for many exports by `status_many`)."""
     if launch and in_allocation(launch):
         return allocation_status(layout, launch)
     counts = job_counts(layout)
@@ -369,17 +388,53 @@ def status(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
         batch = get_batch_system(launch["batch_system"])
         submitted = _read_json(Path(layout.pilot_list), [])
         try:
-            pilots = {k: str(v) for k, v in pilot_states(layout, batch, submitted).items()}
+            if known is not None and all(job in known for job in submitted):
+                states = {job: known[job] for job in submitted}
+            else:
+                states = pilot_states(layout, batch, submitted)
+            pilots = {k: str(v) for k, v in states.items()}
         except BatchError as exc:
             pilots = {"error": str(exc)}
+    if masters is None:
+        running = bool(pool_processes(layout, "condor_master"))
+    else:
+        running = layout.pool_config in masters
     return {
         "jobs": counts,
         "total": total,
         "finished": total > 0 and sum(counts.get(s.word, 0) for s in FINISHED) == total,
-        "pool_running": bool(pool_processes(layout, "condor_master")),
+        "pool_running": running,
         "placed": Path(layout.pool, PLACED_MARK).exists(),
         "pilots": pilots,
     }
+
+
+def status_many(roots: list[str]) -> dict[str, Any]:
+    """`status` of several exports in one process (sync asks for every export of a site
+    at once): the pilots of all of them asked of each batch system in one query, /proc
+    read once for the pools' masters. An export that cannot answer gets its error."""
+    layouts = [ExportLayout(root) for root in roots]
+    plans = {layout.root: _read_json(Path(layout.root, "launch.json"), None) for layout in layouts}
+    wanted: dict[str, set[str]] = {}
+    for layout in layouts:
+        plan = plans[layout.root]
+        if plan:
+            jobs = _read_json(Path(layout.pilot_list), [])
+            wanted.setdefault(plan["batch_system"], set()).update(jobs)
+    known: dict[str, PilotState] = {}
+    for system, jobs in wanted.items():
+        try:
+            known.update(pilot_states(layouts[0], get_batch_system(system), sorted(jobs)))
+        except BatchError:
+            pass  # each export asks again on its own and reports the error
+    masters = {config for config, comm in _condor_processes().values() if comm == "condor_master"}
+    answers: dict[str, Any] = {}
+    for layout in layouts:
+        try:
+            answers[layout.root] = status(layout, plans[layout.root], known, masters)
+        except (AgentError, BatchError, jql.JobQueueLogError, OSError, ValueError) as exc:
+            answers[layout.root] = {"error": str(exc)}
+    return {"status": answers}
 
 
 def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
@@ -666,11 +721,17 @@ def allocation_stop(layout: ExportLayout, launch: dict) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent.pyz", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("launch", "status", "stop", "remove"))
-    parser.add_argument("export_dir")
+    parser.add_argument("export_dir", nargs="+", help="one; several for status only")
     args = parser.parse_args(argv)
     # Everything the agent and the daemons it starts create is this account's alone.
     os.umask(0o077)
-    layout = ExportLayout(os.path.abspath(args.export_dir))
+    roots = [os.path.abspath(root) for root in args.export_dir]
+    if len(roots) > 1:
+        if args.command != "status":
+            parser.error(f"{args.command} acts on one export directory")
+        print(json.dumps(status_many(roots)))
+        return 0
+    layout = ExportLayout(roots[0])
     plan = _read_json(Path(layout.root, "launch.json"), None)
     try:
         if args.command == "launch":

@@ -206,13 +206,21 @@ SEC_TOKEN_DIRECTORY = $(LOCAL_DIR)/tokens.d
 # A startd advertises itself only with the pilots' token, never as the site account by FS
 # (on the testbed the pilots share the login node's host and filesystem).
 SEC_ADVERTISE_STARTD_AUTHENTICATION_METHODS = IDTOKENS
-# No cgroups or mail on a login node; quick cycles so that short jobs do not wait.
+# No cgroups or mail on a login node.
 BASE_CGROUP =
 CGROUP_MEMORY_LIMIT_POLICY = none
 MAIL = /bin/true
+# Quick cycles so that short jobs do not wait. A new startd is matched only by the next
+# negotiation cycle (nothing tells the negotiator it arrived): the interval is the wait
+# between a pilot's startd and its first job. This pool has one schedd and one slot ad
+# per pilot node (partitionable), so a cycle over even thousands of them takes well
+# under a second; NEGOTIATOR_CYCLE_DELAY keeps 2 s of quiet after each cycle however
+# long it ran, so a big pool's negotiator is never busy back to back.
+NEGOTIATOR_INTERVAL = 2
+NEGOTIATOR_CYCLE_DELAY = 2
+# A reschedule (the schedd has new idle jobs) may start a cycle 1 s after the last.
+NEGOTIATOR_MIN_INTERVAL = 1
 SCHEDD_INTERVAL = 10
-NEGOTIATOR_INTERVAL = 5
-NEGOTIATOR_CYCLE_DELAY = 5
 UPDATE_INTERVAL = 10
 # A killed pilot's startd says no goodbye: its ad goes after a minute without updates
 # (they come every 10 s), not 15, so its slot is not matched again meanwhile.

@@ -6,7 +6,9 @@ Modes (argv: MODE ROOT [MODE_ARG]; requests on stdin, answers on stdout):
   (the paths asked for, or every file but excluded ones); symlinks are listed, never
   followed;
 - `recv`: write a framed stream (per file a JSON header line {"p", "o", "n", "x"}, then
-  its bytes; {"end": true} last) below ROOT, continuing files at the offset given;
+  its bytes; {"end": true} last) below ROOT, continuing files at the offset given; then
+  list the files written as `scan` does, their sha256 taken of the bytes as they were
+  written (a continued file's kept start read first), so no second pass reads them;
 - `send`: frame the files asked for onto stdout, from the offset asked for when the
   receiver's bytes so far match;
 - `put`: write stdin as the whole file ROOT (mode MODE_ARG, octal) or nothing.
@@ -48,7 +50,10 @@ def check(rel: Any) -> str:
 
 
 def sha_fd(fd: int, limit: Optional[int] = None) -> str:
-    digest = hashlib.sha256()
+    return _digest_fd(fd, hashlib.sha256(), limit).hexdigest()
+
+
+def _digest_fd(fd: int, digest: Any, limit: Optional[int] = None) -> Any:
     left = limit
     while left is None or left > 0:
         data = os.read(fd, CHUNK if left is None else min(CHUNK, left))
@@ -57,7 +62,7 @@ def sha_fd(fd: int, limit: Optional[int] = None) -> str:
         digest.update(data)
         if left is not None:
             left -= len(data)
-    return digest.hexdigest()
+    return digest
 
 
 def real_parents(root: str, rel: str, seen: set[str], create: bool) -> None:
@@ -163,9 +168,13 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def receive(
-    root: str, stream: IO[bytes], progress: Optional[Callable[[int], None]] = None
+    root: str,
+    stream: IO[bytes],
+    progress: Optional[Callable[[int], None]] = None,
+    listing: Optional[list] = None,
 ) -> tuple[int, int]:
-    """Write the framed stream's files below root; return (files, bytes)."""
+    """Write the framed stream's files below root; return (files, bytes). With
+    `listing`, append each file's scan line (sha256 of the whole file as written)."""
     os.makedirs(root, exist_ok=True)
     seen = set()
     files = total = 0
@@ -194,6 +203,15 @@ def receive(
         if offset and (st is None or st.st_size < offset):
             raise Bad(f"{rel}: cannot continue at byte {offset}")
         flags = os.O_WRONLY | os.O_CREAT | NOFOLLOW | (0 if offset else os.O_TRUNC)
+        digest = None
+        if listing is not None:
+            digest = hashlib.sha256()
+            if offset:
+                kept = os.open(full, os.O_RDONLY | NOFOLLOW)
+                try:
+                    _digest_fd(kept, digest, offset)
+                finally:
+                    os.close(kept)
         fd = os.open(full, flags, 0o644)
         try:
             os.ftruncate(fd, offset)
@@ -205,6 +223,8 @@ def receive(
                     done = length - left
                     raise Bad(f"{rel}: stream ended after {done} of {length} bytes")
                 write_all(fd, data)
+                if digest is not None:
+                    digest.update(data)
                 left -= len(data)
                 total += len(data)
                 if progress is not None:
@@ -213,6 +233,8 @@ def receive(
         finally:
             os.close(fd)
         files += 1
+        if listing is not None and digest is not None:
+            listing.append(["f", rel, offset + length, bool(head.get("x")), digest.hexdigest()])
 
 
 def send(root: str, request: dict, out: IO[bytes]) -> None:
@@ -269,8 +291,10 @@ def main(argv: list[str]) -> None:
     if mode == "scan":
         scan(root, json.loads(sys.stdin.read() or "{}"), sys.stdout)
     elif mode == "recv":
-        files, total = receive(root, sys.stdin.buffer)
-        print(json.dumps({"files": files, "bytes": total}))
+        written: list = []
+        receive(root, sys.stdin.buffer, listing=written)
+        for item in written:
+            emit(sys.stdout, item)
     elif mode == "send":
         send(root, json.loads(sys.stdin.read()), sys.stdout.buffer)
     elif mode == "put":

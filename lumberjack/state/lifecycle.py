@@ -80,6 +80,9 @@ class Site:
         self.hold = hold
         self._conn: Any = None
         self._failed: LumberjackError | None = None
+        #: export directory -> the agent's status answer, asked for many at once by
+        #: `sync` (`prefetch_status`); each is used once, by `refresh_status`.
+        self.statuses: dict[str, dict[str, Any]] = {}
 
     @property
     def conn(self) -> Any:
@@ -127,6 +130,28 @@ class Site:
         if "error" in answer:
             raise RemoteError(f"site agent {command}: {answer['error']}")
         return answer
+
+    def prefetch_status(self, layouts: list[ExportLayout]) -> None:
+        """The status of several exports in one call of the site agent (one process at
+        the site instead of one per export), kept in `statuses`. The agent shipped with
+        the first export answers for all (they are the same account's, below the same
+        base_dir); an agent too old to take several directories answers nothing here,
+        and each export is then asked on its own, as is any the call did not answer."""
+        if len(layouts) < 2:
+            return
+        roots = [layout.root for layout in layouts]
+        line = shlex.join(["python3", layouts[0].agent, "status", *roots])
+        try:
+            result = self.conn.run(line, check=False)
+            answer = json.loads(result.stdout.strip().splitlines()[-1])["status"]
+        except (LumberjackError, ValueError, IndexError, KeyError, TypeError):
+            return
+        if isinstance(answer, dict):
+            self.statuses.update(
+                (root, answer[root])
+                for root in roots
+                if isinstance(answer.get(root), dict) and "error" not in answer[root]
+            )
 
 
 def site_for(record: ExportRecord, *, progress: Progress | None = None, hold: bool = True) -> Site:
@@ -327,7 +352,8 @@ def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str
     """Jobs by status and pilots, from the site, and the phase they mean recorded in the
     ledger: running once a job left idle there, finished when every job is done."""
     check_phase(record, "status")
-    answer = site.agent(layout_of(record), "status")
+    layout = layout_of(record)
+    answer = site.statuses.pop(layout.root, None) or site.agent(layout, "status")
     phase = ledger.get(record.name).phase  # now, not when the command started
     ledger.move(record.name, "status", status_phase(phase, answer))
     return answer
@@ -556,10 +582,11 @@ def _sync(
     open_site: Callable[[ExportRecord], Site],
     sites: dict[str, Site],
 ) -> list[dict[str, Any]]:
+    records = [r for r in ledger.list() if not names or r.name in names]
+    if not dry_run:
+        _prefetch_status(records, open_site, sites)
     results = []
-    for record in ledger.list():
-        if names and record.name not in names:
-            continue
+    for record in records:
         step = phases.sync_step(record.phase)
         if step is None:
             continue
@@ -587,6 +614,32 @@ def _sync(
         entry["phase"] = ledger.get(record.name).phase.value
         results.append(entry)
     return results
+
+
+def _prefetch_status(
+    records: list[ExportRecord],
+    open_site: Callable[[ExportRecord], Site],
+    sites: dict[str, Site],
+) -> None:
+    """Ask each site for the status of all its exports that sync will ask about, in one
+    call (see Site.prefetch_status); a site that cannot be reached is left to the
+    export-by-export loop, which reports it. Answers a round left unused (an export
+    another process held) are dropped: a kept site (`sync --watch`) asks afresh."""
+    for site in sites.values():
+        site.statuses.clear()
+    waiting: dict[str, list[ExportRecord]] = {}
+    for record in records:
+        if record.site and phases.sync_step(record.phase) == "status":
+            waiting.setdefault(record.site, []).append(record)
+    for name, group in waiting.items():
+        if len(group) < 2:
+            continue
+        try:
+            if name not in sites:
+                sites[name] = open_site(group[0])
+            sites[name].prefetch_status([layout_of(record) for record in group])
+        except LumberjackError:
+            continue
 
 
 class _LocalScheddOnFirstUse:

@@ -7,8 +7,8 @@ Either direction is one exchange with the transfer helper over a carrier:
   whose bytes so far match is continued from where it stopped, otherwise resent whole;
 - the files go as ONE framed stream (a JSON header line, then the bytes, per file)
   through one command, so 10,000 small files cost no 10,000 round trips;
-- every sha256 is checked afterwards (uploads: one more `scan` at the site; downloads:
-  here).
+- every sha256 is checked afterwards (uploads: the helper lists what it wrote, hashed
+  as it wrote it, in the same command; downloads: here).
 
 The site is not trusted: what it lists for a download must be regular files with safe
 names. Bytes moved are reported to a `Progress` (the command line draws the bar).
@@ -114,7 +114,7 @@ def upload(
     progress: Progress | None = None,
 ) -> TransferReport:
     """Make remote_root hold `files` (from local_root) exactly; send only what is
-    missing or changed, then check every sha256 at the site."""
+    missing or changed, then check every sha256 the site reports."""
     started = time.monotonic()
     progress = progress or _Silent()
     local_root = Path(local_root)
@@ -145,11 +145,13 @@ def upload(
     progress.start("uploading", sum(step.length for step in steps))
     try:
         if steps:
-            run_helper(site, "recv", root, feed=feed, what="upload")
+            result = run_helper(site, "recv", root, feed=feed, what="upload")
     finally:
         progress.finish()
     if steps:
-        problems = verify_states(files, scan(site, root, want=wanted))
+        # What the site wrote (hashed as it wrote it), and what it held already.
+        written = parse_listing(result.stdout, f"site {site.address}")
+        problems = verify_states(files, {**have, **written})
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise RemoteError(

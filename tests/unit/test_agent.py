@@ -175,6 +175,25 @@ def test_main_prints_one_json_line(layout: ExportLayout, capsys) -> None:
     assert json.loads(lines[0])["jobs"] == {"idle": 2}
 
 
+def test_status_of_several_exports_in_one_call(layout: ExportLayout, tmp_path, capsys) -> None:
+    agent.place_queue(layout, SITE_USER, DOMAIN)
+    jql.write_log(
+        Path(layout.spool, "job_queue.log"),
+        site_bundle.queue_ads(layout.spool, statuses=("2", "4")),
+    )
+    missing = str(tmp_path / "gone")
+    assert agent.main(["status", layout.root, missing]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    answers = json.loads(lines[0])["status"]
+    assert answers[layout.root] == agent.status(layout, None)
+    assert answers[layout.root]["jobs"] == {"running": 1, "completed": 1}
+    assert set(answers[missing]) == {"error"}  # one export's trouble is its own
+    # only status takes several directories
+    with pytest.raises(SystemExit):
+        agent.main(["stop", layout.root, missing])
+
+
 def test_main_launch_without_launch_json_is_an_error(layout: ExportLayout, capsys) -> None:
     assert not Path(layout.root, "launch.json").exists()
     assert agent.main(["launch", layout.root]) != 0

@@ -332,6 +332,45 @@ def test_status_reads_the_site_and_records_the_phase_it_means(ledger: Ledger, at
     assert ledger.get("calib").phase == "finished"
 
 
+def test_sync_asks_the_site_once_for_every_export_waiting_there(
+    ledger: Ledger, at_site, tmp_path: Path
+) -> None:
+    record, site, schedd = at_site
+    lifecycle.ship(ledger, site, record)
+    lifecycle.launch(ledger, site, ledger.get("calib"))
+    # two more launched exports at the same site (the fake site answers alike for all)
+    for name in ("calib2", "calib3"):
+        ledger.create(
+            name, site="testbed", bundle_dir=record.bundle_dir,
+            remote_spool=f"/home/hpcuser/lj/{name}/spool", owner="alice",
+            clusters=[8], jobs=["8.0"], info={"remote_dir": f"/home/hpcuser/lj/{name}"},
+        )  # fmt: skip
+        ledger.set_phase(name, "launched")
+        site.connection.files[f"/home/hpcuser/lj/{name}/agent.pyz"] = b"shipped"
+    site.connection.commands.clear()
+    results = lifecycle.sync(ledger, schedd=schedd, open_site=lambda r: site)
+    assert [(r["name"], r["phase"], r["steps"]) for r in results] == [
+        (name, "launched", []) for name in ("calib", "calib2", "calib3")
+    ]
+    agent_calls = [c for c in site.connection.commands if c.startswith("python3 ")]
+    assert len(agent_calls) == 1, agent_calls
+    assert agent_calls[0].split()[2:] == [
+        "status", "/home/hpcuser/lj/calib", "/home/hpcuser/lj/calib2", "/home/hpcuser/lj/calib3"
+    ]  # fmt: skip
+    # an answer left unused (the export was busy) is not kept for the next round
+    with ledger.lock("calib2"):
+        busy = lifecycle.sync(ledger, schedd=schedd, sites={"testbed": site})
+    assert busy[1]["steps"] == ["busy: skipped"] and site.statuses
+    lifecycle.sync(ledger, schedd=schedd, sites={"testbed": site}, names=("calib",))
+    assert site.statuses == {}
+    # a status the one call did not answer is asked for on its own
+    site.agent_error["status"] = "the queue cannot be read"
+    site.connection.commands.clear()
+    results = lifecycle.sync(ledger, schedd=schedd, open_site=lambda r: site)
+    assert [r.get("error") for r in results] == ["site agent status: the queue cannot be read"] * 3
+    assert len([c for c in site.connection.commands if c.startswith("python3 ")]) == 4
+
+
 def test_moves_outside_the_table_are_refused(ledger: Ledger, at_site) -> None:
     record, site, schedd = at_site
     with pytest.raises(BadInput, match="'calib' is exported; fetch needs phase launched"):
