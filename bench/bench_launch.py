@@ -383,20 +383,8 @@ the testbed's Slurm is shared, and a pilot waits for nodes another job holds.
 """
 
 
-def main() -> int:
-    os.environ.update(testbed.env())
-    os.environ["PYTHONPATH"] = str(ROOT)
-    work = testbed.testbed_dir() / "work" / "bench-launch"
-    if "LUMBERJACK_STATE_DIR" not in os.environ:
-        state = work.parent / "bench-launch-state"
-        state.mkdir(parents=True, exist_ok=True)
-        os.chown(state, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
-        os.environ["LUMBERJACK_STATE_DIR"] = str(state)
-    results = run(work)
-    print(json.dumps(results, indent=1))
-    print(markdown(results))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(ROOT / "bench"))
+    import standalone
+
+    sys.exit(standalone.main("launch", run, markdown))

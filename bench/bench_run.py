@@ -11,7 +11,6 @@ root), or by `make bench`.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -150,20 +149,8 @@ slots.
 """
 
 
-def main() -> int:
-    os.environ.update(testbed.env())
-    os.environ["PYTHONPATH"] = str(ROOT)
-    work = testbed.testbed_dir() / "work" / "bench-run"
-    if "LUMBERJACK_STATE_DIR" not in os.environ:
-        state = work.parent / "bench-run-state"
-        state.mkdir(parents=True, exist_ok=True)
-        os.chown(state, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
-        os.environ["LUMBERJACK_STATE_DIR"] = str(state)
-    results = run(work)
-    print(json.dumps(results, indent=1))
-    print(markdown(results))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(ROOT / "bench"))
+    import standalone
+
+    sys.exit(standalone.main("run", run, markdown))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import cProfile
 import io
-import json
 import os
 import pstats
 import shlex
@@ -314,13 +313,8 @@ and sent again.
 """
 
 
-def main() -> int:
-    work = testbed.testbed_dir() / "work" / "bench-shipping"
-    results = run(work)
-    print(json.dumps(results, indent=1))
-    print(markdown(results))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(ROOT / "bench"))
+    import standalone
+
+    sys.exit(standalone.main("shipping", run, markdown, client=False))

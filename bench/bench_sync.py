@@ -221,19 +221,8 @@ read once; each export still takes its own step under its own lock.
 """
 
 
-def main() -> int:
-    os.environ.update(testbed.env())
-    os.environ["PYTHONPATH"] = str(ROOT)
-    work = testbed.testbed_dir() / "work" / "bench-sync"
-    if "LUMBERJACK_STATE_DIR" not in os.environ:
-        state = work.parent / "bench-sync-state"
-        state.mkdir(parents=True, exist_ok=True)
-        os.environ["LUMBERJACK_STATE_DIR"] = str(state)
-    results = run(work)
-    print(json.dumps(results, indent=1))
-    print(markdown(results))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(ROOT / "bench"))
+    import standalone
+
+    sys.exit(standalone.main("sync", run, markdown))

@@ -95,3 +95,15 @@ def site():
         the_site.down()
     if not ap_was_running:
         testbed.ACCESS_POINT.stop()
+
+
+@pytest.fixture
+def at_site(site):
+    """Names of the exports a test sends to the testbed site: whatever happens, their
+    pools and pilots are stopped and their directories removed afterwards."""
+    from journey import SITE_BASE, stop_at_site
+
+    sent: list[str] = []
+    yield sent
+    for name in sent:
+        stop_at_site(name, f"{SITE_BASE}/{name}")

@@ -301,3 +301,42 @@ def site_connection(site, known_hosts: Path | None = None):  # -> fabric.Connect
 def site_sh(conn, command: str, warn: bool = False):
     """Run a command at the site quietly (no stdin: pytest captures it)."""
     return conn.run(command, hide=True, warn=warn, in_stream=False)
+
+
+# ---- one export at the testbed site, step by step ----------------------------------------
+
+#: base_dir of the testbed's site profiles (testbed, testbed-alloc, testbed-nocontainer).
+SITE_BASE = "/home/hpcuser/lumberjack"
+#: Pilot states in which a pilot may still run jobs.
+PILOT_ALIVE = ("queued", "running", "finishing", "unknown")
+
+
+def sync_one(name: str) -> dict:
+    """`sync --name NAME --json`: this export's entry, which must hold no error."""
+    result = lumberjack("sync", "--name", name, "--json", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    entry = json.loads(result.stdout)["exports"][0]
+    assert "error" not in entry, entry
+    return entry
+
+
+def status_of(name: str) -> dict:
+    return last_json(lumberjack("status", name, "--json"))
+
+
+def poll_status(
+    name: str, until: Callable[[dict], bool], what: str, timeout: float = 400, every: float = 2
+) -> dict:
+    """`status` every few seconds until `until(answer)`; the answer that met it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = status_of(name)
+        if until(answer):
+            return answer
+        assert time.monotonic() < deadline, f"{name}: not {what} after {timeout:.0f} s: {answer}"
+        time.sleep(every)
+
+
+def alive_pilots(answer: dict) -> list[str]:
+    """The pilots of a `status` answer that may still run jobs."""
+    return [job for job, state in answer["pilots"].items() if state in PILOT_ALIVE]

@@ -18,7 +18,6 @@ serves every export of a site over that one connection.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -232,17 +231,9 @@ def condor_release(profile: SiteProfile, layout: ExportLayout) -> dict[str, str]
     local = profile.condor_tarball_path()
     if local is None:
         return None
-    sha256 = _sha256_of(local)
+    sha256 = bundle_mod.sha256_file(local)
     tarball, directory = release_names(posixpath.dirname(layout.root), sha256)
     return {"local": str(local), "sha256": sha256, "tarball": tarball, "dir": directory}
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def ship_condor_release(site: Site, layout: ExportLayout) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from journey import (
+    SITE_BASE,
     expected_outputs,
     history,
     make_job_dir,
@@ -27,7 +28,6 @@ from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 
-SITE_BASE = "/home/hpcuser/lumberjack"
 BUSY_EXIT = 4  # errors.Busy
 
 

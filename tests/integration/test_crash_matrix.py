@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from journey import (
+    SITE_BASE,
     expected_outputs,
     history,
     make_job_dir,
@@ -36,7 +37,6 @@ from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 
-SITE_BASE = "/home/hpcuser/lumberjack"
 #: Points reached inside the site agent: the command at the access point goes on and
 #: reports the agent's failure (as when the SSH link drops mid-command).
 AGENT_POINTS = {p for p, what in POINTS.items() if what.startswith("(agent)")}

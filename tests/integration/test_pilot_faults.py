@@ -4,21 +4,21 @@ its walltime (no job is cut off), and an idle pilot (it ends itself)."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from journey import (
+    alive_pilots,
     expected_outputs,
     history,
-    last_json,
     lumberjack,
     make_job_dir,
+    poll_status,
     site_run,
-    stop_at_site,
     submit,
+    sync_one,
     tree,
 )
 
@@ -26,51 +26,13 @@ from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 
-SITE_BASE = "/home/hpcuser/lumberjack"  # base_dir of site-profiles/testbed.toml
-ALIVE = ("queued", "running", "finishing", "unknown")
-
-
-@pytest.fixture
-def at_site(site):
-    sent: list[str] = []
-    yield sent
-    for name in sent:
-        stop_at_site(name, f"{SITE_BASE}/{name}")
-
-
-def sync(name: str) -> dict:
-    result = lumberjack("sync", "--name", name, "--json", check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    entry = json.loads(result.stdout)["exports"][0]
-    assert "error" not in entry, entry
-    return entry
-
-
-def status(name: str) -> dict:
-    return last_json(lumberjack("status", name, "--json"))
-
-
-def poll(name: str, until, what: str, timeout: float = 400, every: float = 2) -> dict:
-    """`status` every few seconds until `until(answer)`; the answer that met it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = status(name)
-        if until(answer):
-            return answer
-        assert time.monotonic() < deadline, f"{name}: not {what} after {timeout:.0f} s: {answer}"
-        time.sleep(every)
-
 
 def sync_home(name: str, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while (phase := Ledger().get(name).phase) != "imported":
         assert time.monotonic() < deadline, f"{name} still {phase}"
-        sync(name)
+        sync_one(name)
         time.sleep(3)
-
-
-def alive(answer: dict) -> list[str]:
-    return [job for job, state in answer["pilots"].items() if state in ALIVE]
 
 
 def check_outputs_once(job_dir: Path, before: dict, procs: int) -> None:
@@ -93,18 +55,18 @@ def test_a_killed_pilots_jobs_come_back_and_run_once(
     at_site.append(name)
     lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
                "--nodes", "2", "--walltime", "20m")  # fmt: skip
-    assert sync(name)["phase"] == "launched"
+    assert sync_one(name)["phase"] == "launched"
 
-    running = poll(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
-    pilots = alive(running)
+    running = poll_status(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
+    pilots = alive_pilots(running)
     assert len(pilots) == 1
     site_run(f"scancel {pilots[0]}")
     killed = time.monotonic()
-    gone = poll(name, lambda a: not alive(a), "without a pilot", timeout=120, every=1)
+    gone = poll_status(name, lambda a: not alive_pilots(a), "without a pilot", timeout=120, every=1)
     print(f"[killed pilot] Slurm reports the pilot gone after {time.monotonic() - killed:.0f} s")
     assert gone["jobs"].get("completed", 0) == 0  # the kill came while they ran
 
-    back = poll(name, lambda a: not a["jobs"].get("running"), "back to idle", timeout=600)
+    back = poll_status(name, lambda a: not a["jobs"].get("running"), "back to idle", timeout=600)
     took = time.monotonic() - killed
     print(f"[killed pilot] jobs back to idle {took:.0f} s after scancel: {back['jobs']}")
     assert back["jobs"].get("idle", 0) >= 2
@@ -131,17 +93,19 @@ def test_usr1_retires_without_cutting_off_a_job(
     at_site.append(name)
     lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
                "--nodes", "1", "--cores", "1", "--walltime", "20m")  # fmt: skip
-    assert sync(name)["phase"] == "launched"
+    assert sync_one(name)["phase"] == "launched"
 
-    first = poll(name, lambda a: a["jobs"].get("running") == 1, "running a job")
-    (pilot,) = alive(first)
+    first = poll_status(name, lambda a: a["jobs"].get("running") == 1, "running a job")
+    (pilot,) = alive_pilots(first)
     site_run(f"scancel --signal=USR1 --batch {pilot}")
     retired = time.monotonic()
-    ended = poll(name, lambda a: pilot not in alive(a), "without its pilot", timeout=180)
+    ended = poll_status(
+        name, lambda a: pilot not in alive_pilots(a), "without its pilot", timeout=180
+    )
     print(f"[retire] pilot ended {time.monotonic() - retired:.0f} s after USR1: {ended}")
     # The schedd may try the next job on the retired slot's claim: that shadow finds no
     # startd and the job goes back to idle without having run.
-    settled = poll(name, lambda a: "running" not in a["jobs"], "settled", timeout=300)
+    settled = poll_status(name, lambda a: "running" not in a["jobs"], "settled", timeout=300)
     assert settled["jobs"] == {"completed": 1, "idle": 1}  # finished; nothing new started
     assert first["jobs"] == {"running": 1, "idle": 1}
     assert ended["pilots"][pilot] == "done"
@@ -157,11 +121,11 @@ def test_an_idle_pilot_ends_itself(workspace: Path, state_dir: Path, at_site: li
     at_site.append(name)
     lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name,
                "--nodes", "1", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
-    assert sync(name)["phase"] == "launched"
-    done = poll(name, lambda a: a["finished"], "finished", timeout=300)
+    assert sync_one(name)["phase"] == "launched"
+    done = poll_status(name, lambda a: a["finished"], "finished", timeout=300)
     (pilot,) = done["pilots"]
     finished = time.monotonic()
-    ended = poll(name, lambda a: not alive(a), "without a live pilot", timeout=240)
+    ended = poll_status(name, lambda a: not alive_pilots(a), "without a live pilot", timeout=240)
     print(f"[idle] the idle pilot ended itself {time.monotonic() - finished:.0f} s after "
           f"the job (idle shutdown 30 s)")  # fmt: skip
     assert ended["pilots"][pilot] == "done"

@@ -5,23 +5,24 @@ it: every job runs to completion once, every output home byte-identical."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from journey import (
+    SITE_BASE,
+    alive_pilots,
     expected_outputs,
     history,
-    last_json,
     lumberjack,
     make_job_dir,
+    poll_status,
     processes_of,
     site_path,
     site_run,
-    stop_at_site,
     submit,
+    sync_one,
     tree,
 )
 
@@ -31,42 +32,6 @@ from lumberjack.state.ledger import Ledger
 pytestmark = pytest.mark.integration
 
 SITE = "testbed-alloc"
-SITE_BASE = "/home/hpcuser/lumberjack"  # base_dir of site-profiles/testbed-alloc.toml
-ALIVE = ("queued", "running", "finishing", "unknown")
-
-
-@pytest.fixture
-def at_site(site):
-    sent: list[str] = []
-    yield sent
-    for name in sent:
-        stop_at_site(name, f"{SITE_BASE}/{name}")
-
-
-def sync(name: str) -> dict:
-    result = lumberjack("sync", "--name", name, "--json", check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    entry = json.loads(result.stdout)["exports"][0]
-    assert "error" not in entry, entry
-    return entry
-
-
-def status(name: str) -> dict:
-    return last_json(lumberjack("status", name, "--json"))
-
-
-def poll(name: str, until, what: str, timeout: float = 400, every: float = 2) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = status(name)
-        if until(answer):
-            return answer
-        assert time.monotonic() < deadline, f"{name}: not {what} after {timeout:.0f} s: {answer}"
-        time.sleep(every)
-
-
-def alive(answer: dict) -> list[str]:
-    return [job for job, state in answer["pilots"].items() if state in ALIVE]
 
 
 def _in_batch_job(pid: int) -> bool:
@@ -120,16 +85,16 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     at_site.append(name)
     lumberjack("export", "--ids", str(cluster), "--site", SITE, "--name", name, "--nodes", "2",
                "--cores", "2", "--walltime", "20m", "--idle-shutdown", "30s")  # fmt: skip
-    assert sync(name)["phase"] == "launched"
+    assert sync_one(name)["phase"] == "launched"
     assert on_login_node(name) == {}
 
-    running = poll(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
+    running = poll_status(name, lambda a: a["jobs"].get("running", 0) >= 2, "running two jobs")
     assert running["placement"] == "allocation"
     assert on_login_node(name) == {}
-    (pilot,) = alive(running)
+    (pilot,) = alive_pilots(running)
     site_run(f"scancel {pilot}")
     killed, killed_epoch = time.monotonic(), time.time()
-    gone = poll(name, lambda a: not alive(a), "without a pilot", timeout=180, every=1)
+    gone = poll_status(name, lambda a: not alive_pilots(a), "without a pilot", timeout=180, every=1)
     print(f"[allocation] Slurm reports the pilot gone {time.monotonic() - killed:.0f} s after "
           f"scancel: {gone['jobs']} ({gone['interrupted']} interrupted)")  # fmt: skip
     # The dead allocation's running jobs wait for the next pilot; none is lost.
@@ -141,7 +106,7 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     assert on_login_node(name) == {}
 
     # The next pilot round: sync sees no pilot and jobs to run, and submits one.
-    entry = sync(name)
+    entry = sync_one(name)
     assert "launch" in entry["steps"], entry
     assert on_login_node(name) == {}
     # "running" in the log right after the new schedd starts could be a reconnect attempt
@@ -161,7 +126,7 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     deadline = time.monotonic() + 900
     while (phase := Ledger().get(name).phase) != "imported":
         assert time.monotonic() < deadline, f"{name} still {phase}"
-        sync(name)
+        sync_one(name)
         assert on_login_node(name) == {}
         time.sleep(3)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from journey import (
+    SITE_BASE,
     expected_outputs,
     history,
     last_json,
@@ -23,15 +24,12 @@ from journey import (
     query,
     site_leftovers,
     site_path,
-    stop_at_site,
     submit,
     tree,
     wait_finished,
 )
 
 pytestmark = pytest.mark.integration
-
-SITE_BASE = "/home/hpcuser/lumberjack"  # base_dir of site-profiles/testbed.toml
 
 
 class Clock:
@@ -49,16 +47,6 @@ class Clock:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-@pytest.fixture
-def at_site(site):
-    """Exports this test sends to the site, as (name, remote_dir): whatever happens, their
-    pools and pilots are stopped and their directories removed afterwards."""
-    sent: list[tuple[str, str]] = []
-    yield sent
-    for name, remote_dir in sent:
-        stop_at_site(name, remote_dir)
 
 
 def wait_clean(name: str, remote_dir: str, timeout: float = 60) -> tuple[list[str], float]:
@@ -96,7 +84,7 @@ def test_thirty_jobs_round_trip(workspace: Path, state_dir: Path, at_site: list)
         )
     )  # fmt: skip
     remote_dir = exported["remote_dir"]
-    at_site.append((name, remote_dir))
+    at_site.append(name)
     assert remote_dir == f"{SITE_BASE}/{name}"
     assert exported["jobs"] == [f"{cluster}.{p}" for p in range(jobs)]
     managed = query(f"ClusterId == {cluster}", ["Managed", "ManagedManager"])
@@ -185,7 +173,7 @@ def test_run_wait(workspace: Path, state_dir: Path, at_site: list) -> None:
     cluster = submit(job_dir, 4)
     before = tree(job_dir)
     name = unique("run")
-    at_site.append((name, f"{SITE_BASE}/{name}"))
+    at_site.append(name)
 
     result = lumberjack(
         "run", "--ids", str(cluster), "--site", "testbed", "--nodes", "3", "--wait",

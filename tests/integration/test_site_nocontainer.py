@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import testbed
 from journey import (
+    SITE_BASE,
     expected_outputs,
     last_json,
     lumberjack,
@@ -22,7 +23,6 @@ from journey import (
     processes_of,
     site_leftovers,
     site_path,
-    stop_at_site,
     submit,
     tree,
     wait_finished,
@@ -31,16 +31,7 @@ from journey import (
 pytestmark = pytest.mark.integration
 
 SITE = "testbed-nocontainer"
-SITE_BASE = "/home/hpcuser/lumberjack"  # base_dir of site-profiles/testbed-nocontainer.toml
 JOBS = 6
-
-
-@pytest.fixture
-def at_site(site):
-    sent: list[tuple[str, str]] = []
-    yield sent
-    for name, remote_dir in sent:
-        stop_at_site(name, remote_dir)
 
 
 def daemons(remote_dir: str) -> dict[int, tuple[str, os.stat_result, str]]:
@@ -74,7 +65,7 @@ def test_journey_without_a_container(workspace: Path, state_dir: Path, at_site: 
         )
     )  # fmt: skip
     remote_dir = exported["remote_dir"]
-    at_site.append((name, remote_dir))
+    at_site.append(name)
 
     shipped = last_json(lumberjack("ship", name, "--json"))
     release = shipped["condor_release"]
