@@ -93,7 +93,15 @@ def history(cluster: int, projection: list[str], expect: int, timeout: float = 1
     )
     deadline = time.monotonic() + timeout
     while True:
-        ads = [dict(a) for a in schedd.history(f"ClusterId == {cluster}", projection, match=-1)]
+        try:
+            found = schedd.history(f"ClusterId == {cluster}", projection, match=-1)
+            ads = [dict(a) for a in found]
+        except htcondor2.HTCondorException:
+            # "Failed to receive history ad": the schedd was writing the history file
+            # (its sweep moves finished jobs there); ask again.
+            if time.monotonic() > deadline:
+                raise
+            ads = []
         if len(ads) >= expect or time.monotonic() > deadline:
             return sorted(ads, key=lambda a: a["ProcId"])
         time.sleep(0.5)
