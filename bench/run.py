@@ -44,6 +44,7 @@ import bench_launch  # noqa: E402
 import bench_run  # noqa: E402
 import bench_shipping  # noqa: E402
 import bench_sync  # noqa: E402
+import targets  # noqa: E402
 import testbed  # noqa: E402
 
 
@@ -66,6 +67,10 @@ HEADINGS = {
     "sync": ("## Sync",),
     "run": ("## run --wait",),
 }
+
+
+#: The keys of each section's results (bench/results/latest.json).
+RESULT_KEYS = ("export", "job_queue_log", "shipping", "launch", "sync", "run")
 
 
 def main(argv: list[str]) -> int:
@@ -103,10 +108,16 @@ def main(argv: list[str]) -> int:
                 testbed.down()
     if "log" in sections:
         results["job_queue_log"] = bench_jobqueuelog.run(200_000)
-    (ROOT / "bench" / "results").mkdir(exist_ok=True)
-    (ROOT / "bench" / "results" / "latest.json").write_text(json.dumps(results, indent=1))
+    latest = ROOT / "bench" / "results" / "latest.json"
+    # Sections not rerun keep their last figures (as their text in BENCHMARKS.md does).
+    earlier = json.loads(latest.read_text()) if latest.exists() else {}
+    kept = {key: value for key, value in earlier.items() if key in RESULT_KEYS}
+    results = {**kept, **results}
+    latest.parent.mkdir(exist_ok=True)
+    latest.write_text(json.dumps(results, indent=1))
     write_markdown(results)
     print(json.dumps(results, indent=1))
+    print(targets.markdown(results))
     return 0
 
 
@@ -145,7 +156,9 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
         parts["sync"] = bench_sync.markdown(results["sync"]) + "\n"
     if "run" in results:
         parts["run"] = bench_run.markdown(results["run"]) + "\n"
-    body = "".join(parts.get(s) or old_blocks(HEADINGS[s]) for s in SECTIONS)
+    body = targets.markdown(results) + "".join(
+        parts.get(s) or old_blocks(HEADINGS[s]) for s in SECTIONS
+    )
     ran = ", ".join(results["sections"])
     (ROOT / "BENCHMARKS.md").write_text(
         f"""# Benchmarks

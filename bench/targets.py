@@ -1,0 +1,114 @@
+"""The issue's targets (P1 ... P9) as one table: today's figure, the goal, and the ratio
+that decides it, from one bench run's results (bench/run.py). A row whose section was not
+run says so instead of guessing."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+Row = tuple[str, str, str, str, str]  # id, measure, today, goal, verdict
+
+
+def _export_row(results: dict, jobs: int) -> dict[str, Any] | None:
+    rows = (results.get("export") or {}).get("rows") or []
+    return next((r for r in rows if r.get("jobs") == jobs), None)
+
+
+def _p1(r: dict) -> Row | None:
+    row = _export_row(r, 10_000)
+    if row is None:
+        return None
+    ratio = row["export_ratio"]
+    return ("P1", "export 10,000 jobs / bare `Schedd.export_jobs`", f"{ratio:.2f}x", "≤ 1.3x",
+            _met(ratio <= 1.3))  # fmt: skip
+
+
+def _p2(r: dict) -> Row | None:
+    log = r.get("job_queue_log")
+    if not log:
+        return None
+    keys = ("read_records_per_s", "replay_rewrite_records_per_s", "write_records_per_s")
+    read, replay, write = (log[k] for k in keys)
+    today = f"{read / 1e3:,.0f}k / {replay / 1e3:,.0f}k / {write / 1e3:,.0f}k"
+    met = read >= 1e6 and replay >= 6e5 and write >= 1e6
+    return ("P2", "job_queue.log read / replay+rewrite / write, records/s", today,
+            "≥ 1,000k / 600k / 1,000k", _met(met))  # fmt: skip
+
+
+def _p3(r: dict) -> Row | None:
+    uploads = {u["case"]: u for u in (r.get("shipping") or {}).get("uploads", [])}
+    if not {"large", "small"} <= set(uploads):
+        return None
+    large, small = uploads["large"]["openssh_ratio"], uploads["small"]["openssh_ratio"]
+    return ("P3", "ship 200 MiB large / 10,000 small files (OpenSSH) / tar \\| ssh",
+            f"{large:.2f}x / {small:.2f}x", "≤ 1.1x / ≤ 1.0x",
+            _met(large <= 1.1 and small <= 1.0))  # fmt: skip
+
+
+def _p5(r: dict) -> Row | None:
+    first = (r.get("launch") or {}).get("first_job_s")
+    if first is None:
+        return None
+    return ("P5", "`launch` → first job running", f"{first:.2f} s", "≤ 6 s", _met(first <= 6))
+
+
+def _p6(r: dict) -> Row | None:
+    sync = r.get("sync")
+    if not sync:
+        return None
+    today = f"{sync['logins']} login, {sync['sync_s']:.2f} s ({sync['exports']} exports)"
+    return ("P6", "no-change `sync`, 50 exports at one site", today, "1 login, ≤ 3 s",
+            _met(sync["logins"] == 1 and sync["sync_s"] <= 3))  # fmt: skip
+
+
+def _p7(r: dict) -> Row | None:
+    row = _export_row(r, 10_000)
+    if row is None:
+        return None
+    ratio = row["import_ratio"]
+    return ("P7", "import 10,000 jobs / bare `import_exported_job_results`", f"{ratio:.2f}x",
+            "≤ 1.5x", _met(ratio <= 1.5))  # fmt: skip
+
+
+def _p8(r: dict) -> Row | None:
+    run = r.get("run")
+    if not run or "seconds" not in run:
+        return None
+    today = f"{run['seconds']:.1f} s (ideal {run['ideal_s']:.1f} s)"
+    return ("P8", f"{run['jobs']} jobs of {run['job_s']} s, `run --wait`", today,
+            f"≤ {run['goal_s']:.1f} s", _met(run["seconds"] <= run["goal_s"]))  # fmt: skip
+
+
+def _p9(r: dict) -> Row | None:
+    memory = (r.get("export") or {}).get("memory") or []
+    if not memory:
+        return None
+    m = memory[-1]
+    worst = max(m["export_peak_mib"], m["import_peak_mib"])
+    return ("P9", f"peak memory, export / import of {m['jobs']:,} jobs",
+            f"{m['export_peak_mib']:.0f} / {m['import_peak_mib']:.0f} MiB", "≤ 1,024 MiB",
+            _met(worst <= 1024))  # fmt: skip
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+ROWS: tuple[tuple[str, Callable[[dict], Row | None]], ...] = (
+    ("export", _p1), ("log", _p2), ("shipping", _p3), ("launch", _p5), ("sync", _p6),
+    ("export", _p7), ("run", _p8), ("export", _p9),
+)  # fmt: skip
+
+
+def markdown(results: dict) -> str:
+    lines = ["| id | measure | today | goal | verdict |", "|---|---|---:|---:|---|"]
+    for section, row_of in ROWS:
+        row = row_of(results)
+        if row is None:
+            ident = row_of.__name__.lstrip("_").upper()
+            row = (ident, f"(section `{section}` not in these results)", "—", "—", "—")
+        lines.append("| " + " | ".join(row) + " |")
+    return (
+        "## Targets\n\nEach row from the sections below (P4 is not a target of this run).\n\n"
+        + ("\n".join(lines) + "\n\n")
+    )
