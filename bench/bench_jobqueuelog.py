@@ -5,7 +5,8 @@
 prints one JSON object; run(n) returns the same dict. Rates are records per second:
 
 - read:           read_records() of the file (decode + parse every line)
-- replay_rewrite: replay() of those records + format_records(records_for_ads(ads))
+- replay_rewrite: replay() of those records + log_text(ads) (the compact log's text, as
+                  write_log() makes it)
 - write:          write_log() of the replayed queue (format + fsync + rename)
 """
 
@@ -101,7 +102,7 @@ def run(n_records: int, repeat: int = 3) -> dict[str, Any]:
 
             t0 = time.perf_counter()
             ads = jql.replay(records)
-            compact = jql.format_records(jql.records_for_ads(ads, timestamp=1718000000))
+            compact = jql.log_text(ads, timestamp=1718000000)  # what write_log writes
             t_replay = min(t_replay, time.perf_counter() - t0)
 
             t0 = time.perf_counter()
