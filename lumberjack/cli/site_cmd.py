@@ -262,7 +262,8 @@ def _sync_round(
 @click.option("-c", "--constraint", metavar="EXPR", help="ClassAd constraint (whole clusters).")
 @click.option("--ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC.")
 @click.argument("more_ids", nargs=-1, metavar="[ID...]")
-@click.option("--site", required=True, help="Site profile the jobs go to.")
+@click.option("--site", help="Site profile the jobs go to (or --lease).")
+@click.option("--lease", metavar="NAME", help="Join lease NAME: its site, collector, pilots.")
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @request_options
 @click.option("--wait/--no-wait", default=True, help="Block until imported.")
@@ -274,7 +275,8 @@ def run_command(
     constraint: str | None,
     ids: tuple[str, ...],
     more_ids: tuple[str, ...],
-    site: str,
+    site: str | None,
+    lease: str | None,
     name: str | None,
     wait: bool,
     poll: float,
@@ -292,22 +294,29 @@ def run_command(
     Examples:
       condor_lumberjack run --ids 12 --site testbed --nodes 3 --wait
       condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h
+      condor_lumberjack run -c 'JobBatchName == "calib"' --lease calib --wait
     """
     from lumberjack.ap import export as export_mod
     from lumberjack.ap.schedd import LocalSchedd
-    from lumberjack.cli.export_cmd import export_to_site
+    from lumberjack.cli.export_cmd import export_to_site, lease_site
+    from lumberjack.errors import BadInput
     from lumberjack.profiles.sites import find_profile
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
     ledger = Ledger()
+    if lease is not None:
+        site = lease_site(ledger, lease, site, request_flags)
+    if site is None:
+        raise BadInput("give --site SITE (or --lease NAME)")
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     schedd = LocalSchedd()
     held = lifecycle.Site(find_profile(site))  # the one connection of every step
     with held:
         exported, text = export_to_site(
-            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json, held
-        )
+            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json, held,
+            lease=lease,
+        )  # fmt: skip
         if dry_run:
             emit(as_json, exported, text)
             return

@@ -431,7 +431,9 @@ def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
         crash_point("stop.after-schedd")
     # A joined export never cancels pilots: they are its lease's, shared with others.
     own_pilots = launch and not launch.get("lease")
-    cancelled = cancel_pilots(layout, get_batch_system(launch["batch_system"])) if own_pilots else []
+    cancelled = (
+        cancel_pilots(layout, get_batch_system(launch["batch_system"])) if own_pilots else []
+    )
     stop_pool(layout, runtime)
     _wait_gone(layout, None)
     return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled}
@@ -814,14 +816,11 @@ def joined_launch(layout: ExportLayout, plan: dict) -> dict[str, Any]:
     own = {**plan, "address": lease_settings.address, "port": lease_settings.port}
     settings = replace(settings_for(layout, own), domain=lease_settings.trust_domain)
     placed = place_queue(layout, settings.site_user, settings.trust_domain)
-    crash_point("launch.after-place")
     pool = start_pool(layout, settings, config=remote_pool.joined_schedd_config(settings, lease))
     make_private(layout.root)
-    crash_point("launch.after-pool")
     pilots = submit_pilots(
         lease, lease_settings, lease_plan, waiting=lambda: job_counts(layout).get("idle", 0)
     )
-    crash_point("launch.after-pilots")
     return {"place": placed, "pool": pool, "pilots": pilots, "lease": lease.name}
 
 

@@ -47,7 +47,7 @@ def check_site(profile: SiteProfile) -> None:
     """BadInput, in one line, for a site where leases cannot run (yet)."""
     if profile.schedd.placement == "allocation":
         raise BadInput(
-            f'site {profile.name} runs the schedd inside the allocation ([schedd] placement = '
+            f"site {profile.name} runs the schedd inside the allocation ([schedd] placement = "
             '"allocation"), where leases are not supported yet; export without --lease'
         )
     check_runtime(profile)
@@ -146,9 +146,7 @@ def shutdown(
     waiting = still_needed_by(ledger, record.name)
     if waiting and not force and record.phase != LeasePhase.STOPPING:
         names = ", ".join(f"{r.name} ({r.phase})" for r in waiting)
-        raise BadInput(
-            f"lease {record.name!r} still serves {names}; fetch them first, or --force"
-        )
+        raise BadInput(f"lease {record.name!r} still serves {names}; fetch them first, or --force")
     ledger.move_lease(record.name, "shutdown")
     layout = layout_of(record)
 
