@@ -192,7 +192,7 @@ def lease_site(
     from lumberjack.state.phases import lease_move
 
     if site is not None:
-        leases.check_site(find_profile(site))
+        leases.check_placement(find_profile(site))
     record = ledger.get_lease(lease)
     if site is not None and site != record.site:
         raise BadInput(f"lease {lease!r} is at site {record.site}, not {site}; drop --site")

@@ -45,12 +45,18 @@ NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
 
 def check_site(profile: SiteProfile) -> None:
     """BadInput, in one line, for a site where leases cannot run (yet)."""
+    check_placement(profile)
+    check_runtime(profile)
+
+
+def check_placement(profile: SiteProfile) -> None:
+    """Leases need the central manager on the login node (placement "login"): with the
+    pool inside the allocation every pilot would be a pool of its own (future work)."""
     if profile.schedd.placement == "allocation":
         raise BadInput(
             f"site {profile.name} runs the schedd inside the allocation ([schedd] placement = "
             '"allocation"), where leases are not supported yet; export without --lease'
         )
-    check_runtime(profile)
 
 
 def layout_of(record: LeaseRecord) -> ExportLayout:
