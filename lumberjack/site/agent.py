@@ -741,6 +741,7 @@ def lease_start(layout: ExportLayout) -> dict[str, Any]:
     if missing:
         raise AgentError(missing)
     settings = settings_for(layout, plan)
+    Path(layout.spool).mkdir(parents=True, exist_ok=True)  # the negotiator's accountant log
     pool = start_pool(
         layout, settings, config=remote_pool.lease_config(settings),
         ready=_collector_ready(layout),
