@@ -14,7 +14,7 @@ import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`
 import lumberjack.cli.lease_cmd  # noqa: F401
 import lumberjack.cli.site_cmd  # noqa: F401
 from lumberjack.cli import cli
-from lumberjack.errors import BadInput
+from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
 from lumberjack.site import remote_pool
@@ -289,3 +289,118 @@ def test_a_joined_exports_plan_names_its_lease_and_binds_it(ledger: Ledger) -> N
     lease_plan = lifecycle.pool_plan(request, profile, LEASE, f"lj-{LEASE.name}")
     assert "lease" not in lease_plan
     assert lease_plan["spec"]["name"] == "lj-lease-calib"
+
+
+# ---- create, shutdown and sync against the in-memory site ------------------------------
+
+
+def _fake_site():  # -> module
+    from conftest import load_fixture_module
+
+    return load_fixture_module("fake_site")
+
+
+fake = _fake_site()
+
+
+class LeaseSite(fake.FakeSite):
+    """The fake site with the agent's lease commands: a lease's pool and pilots."""
+
+    def __init__(self) -> None:
+        super().__init__(None, "/nonexistent")
+        self.lease_pool = False
+
+    def agent_answer(self, command: str, root: str) -> dict:
+        if command in self.agent_error:
+            return {"error": self.agent_error[command]}
+        return getattr(self, "_agent_" + command.replace("-", "_"))(root)
+
+    def _agent_lease_start(self, root: str) -> dict:
+        plan = json.loads(self.connection.files[f"{root}/launch.json"])
+        started, self.lease_pool = not self.lease_pool, True
+        submitted = []
+        if not any(state in fake.ALIVE for state in self.pilots.values()):
+            submitted = [str(2000 + len(self.pilots))]
+            self.pilots[submitted[0]] = "queued"
+        return {"pool": {"started": started}, "pilots": {"submitted": submitted},
+                "nodes": plan["spec"]["nodes"]}  # fmt: skip
+
+    def _agent_lease_status(self, root: str) -> dict:
+        alive = any(state in fake.ALIVE for state in self.pilots.values())
+        return {"pool_running": self.lease_pool, "pilots": dict(self.pilots),
+                "pilots_alive": alive, "startds": [], "schedds": []}  # fmt: skip
+
+    def _agent_lease_stop(self, root: str) -> dict:
+        cancelled = [p for p, state in self.pilots.items() if state in fake.ALIVE]
+        for pilot in cancelled:
+            self.pilots[pilot] = "cancelled"
+        self.lease_pool = False
+        return {"cancelled_pilots": cancelled, "pool_stopped": True}
+
+
+LEASE_DIR = "/home/hpcuser/lumberjack/lease-calib"
+
+
+def create(ledger: Ledger, site: LeaseSite) -> dict:
+    return leases.create(ledger, site, "calib", build_request(site.profile, nodes=2))
+
+
+def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
+    site = LeaseSite()
+    answer = create(ledger, site)
+    assert answer["pilots"]["submitted"] == ["2000"] and answer["nodes"] == 2
+    record = ledger.get_lease("calib")
+    assert record.phase == LeasePhase.ACTIVE and record.info["remote_dir"] == LEASE_DIR
+    assert f"{LEASE_DIR}/agent.pyz" in site.connection.files
+    assert json.loads(site.connection.files[f"{LEASE_DIR}/launch.json"])["spec"]["name"] == (
+        "lj-lease-calib"
+    )
+    with pytest.raises(BadInput, match="a lease named 'calib' already exists"):
+        create(ledger, site)
+    ended = leases.shutdown(ledger, site, ledger.get_lease("calib"))
+    assert ended["stop"]["cancelled_pilots"] == ["2000"]
+    assert ledger.get_lease("calib").phase == LeasePhase.ENDED
+    assert not site.lease_pool and not [p for p in site.connection.files if "lease-" in p]
+
+
+def test_sync_finishes_a_create_that_failed_half_way(ledger: Ledger) -> None:
+    site = LeaseSite()
+    site.agent_error["lease-start"] = "apptainer: cannot start the instance"
+    with pytest.raises(LumberjackError, match="cannot start the instance"):
+        create(ledger, site)
+    assert ledger.get_lease("calib").phase == LeasePhase.CREATING
+    del site.agent_error["lease-start"]
+    results = lifecycle.sync(ledger, sites={"testbed": site})
+    assert [(r["lease"], r["steps"], r["phase"]) for r in results] == [
+        ("calib", ["created"], "active")
+    ]
+    assert list(site.pilots) == ["2000"]  # one round, not two
+
+
+def test_sync_ends_an_idle_lease_only_when_no_export_needs_it(ledger: Ledger) -> None:
+    site = LeaseSite()
+    create(ledger, site)
+    add_export(ledger, "a", Phase.RUNNING, "calib")
+    # Pilots alive: nothing to do.
+    results = leases.sync(ledger, {"testbed": site})
+    assert results[0]["steps"] == [] and results[0]["phase"] == "active"
+    site.pilots_end()  # idle shutdown: the pilots are gone
+    results = leases.sync(ledger, {"testbed": site})
+    assert results[0]["phase"] == "active"  # export a still needs the lease
+    ledger.set_phase("a", Phase.FETCHED)
+    results = leases.sync(ledger, {"testbed": site})
+    assert (results[0]["steps"], results[0]["phase"]) == (["idle: ended"], "ended")
+    assert leases.sync(ledger, {"testbed": site}) == []  # ended leases are left alone
+
+
+def test_sync_finishes_a_shutdown_that_failed_half_way(ledger: Ledger) -> None:
+    site = LeaseSite()
+    create(ledger, site)
+    site.agent_error["remove"] = "the pool of lease-calib still runs; stop it first"
+    with pytest.raises(LumberjackError, match="still runs"):
+        leases.shutdown(ledger, site, ledger.get_lease("calib"))
+    assert ledger.get_lease("calib").phase == LeasePhase.STOPPING
+    del site.agent_error["remove"]
+    results = leases.sync(ledger, {"testbed": site})
+    assert (results[0]["steps"], results[0]["phase"]) == (["ended"], "ended")
+    assert not [p for p in site.connection.files if "lease-" in p]
