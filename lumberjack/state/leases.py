@@ -190,6 +190,59 @@ def sync_one(ledger: Ledger, site: Site, record: LeaseRecord) -> list[str]:
     return ["idle: ended"]
 
 
+#: The job attribute that opts a job into a lease (`+LumberjackLease = "NAME"` in its
+#: submit file): `sync` exports its cluster into lease NAME once all of it waits idle, so
+#: every node of a DAG runs at the site with no command per node.
+OPT_IN_ATTR = "LumberjackLease"
+
+
+def opted_in(schedd: Any, lease: str) -> list[int]:
+    """Clusters of the local schedd whose every job opted into `lease` and waits idle,
+    not exported yet (an exported job is Managed "External")."""
+    jobs = schedd.query(
+        f"{OPT_IN_ATTR} == {json.dumps(lease)}", ["ClusterId", "ProcId", "JobStatus", "Managed"]
+    )
+    clusters: dict[int, bool] = {}
+    for job in jobs:
+        ready = job.get("JobStatus") == 1 and job.get("Managed") != "External"
+        clusters[job["ClusterId"]] = clusters.get(job["ClusterId"], True) and ready
+    return sorted(cluster for cluster, ready in clusters.items() if ready)
+
+
+def export_opted_in(
+    ledger: Ledger, schedd: Any, sites: dict[str, Site], hold: bool = False
+) -> list[dict[str, Any]]:
+    """For every lease that exports may join: its opted-in clusters exported into it,
+    as one export named LEASE-DATE-TIME; `sync` then ships and launches it."""
+    from lumberjack.ap import export as export_mod
+    from lumberjack.cli.export_cmd import export_to_site  # the one way to export to a site
+    from lumberjack.profiles.sites import find_profile
+
+    results = []
+    for record in ledger.leases():
+        if record.phase not in (LeasePhase.CREATING, LeasePhase.ACTIVE):
+            continue
+        entry: dict[str, Any] = {"name": _key(record.name), "lease": record.name}
+        try:
+            clusters = opted_in(schedd, record.name)
+            if not clusters:
+                continue
+            if record.site not in sites:
+                sites[record.site] = Site(find_profile(record.site), hold=hold)
+            name = export_mod.default_name(record.name, taken=lambda n: ledger.find(n) is not None)
+            selection = export_mod.Selection(None, tuple(str(c) for c in clusters))
+            export_to_site(ledger, schedd, selection, record.site, name, False, {},
+                           False, sites[record.site], lease=record.name)  # fmt: skip
+            entry["steps"] = [f"exported clusters {', '.join(map(str, clusters))} as {name}"]
+            entry["export"] = name
+        except LumberjackError as exc:
+            entry["error"] = str(exc)
+            entry["exit_code"] = exc.exit_code
+        entry["phase"] = ledger.get_lease(record.name).phase.value
+        results.append(entry)
+    return results
+
+
 def sync(ledger: Ledger, sites: dict[str, Site], hold: bool = False) -> list[dict[str, Any]]:
     """sync_one for every lease not ended, under its lock; one line of result each.
     `sites` holds the connections of this sync (one per site, opened here if missing)."""

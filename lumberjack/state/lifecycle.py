@@ -564,8 +564,16 @@ def sync(
     sites = {} if sites is None else sites
     open_site = open_site or (lambda record: site_for(record, hold=False))
     try:
-        results = _sync(ledger, names, dry_run, schedd, open_site, sites)
-        if not names and not dry_run:  # after the exports: they may still need a lease
+        results: list[dict[str, Any]] = []
+        whole = not names and not dry_run
+        if whole and ledger.leases():  # jobs opted into a lease go first: then they ship
+            from lumberjack.state import leases
+
+            if schedd is None:
+                schedd = _LocalScheddOnFirstUse()
+            results += leases.export_opted_in(ledger, schedd, sites)
+        results += _sync(ledger, names, dry_run, schedd, open_site, sites)
+        if whole and ledger.leases():  # after the exports: they may still need a lease
             from lumberjack.state import leases
 
             results += leases.sync(ledger, sites)

@@ -174,8 +174,26 @@ def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: d
                 if "condor_" in cmd]  # fmt: skip
     come_home(second, dir_b, before_b)
 
+    # A third cluster opts in by attribute: `sync` alone exports it into the lease as it
+    # waits idle, ships, launches, fetches and imports it (a DAG node needs no command).
+    dir_c = make_job_dir(workspace, "job-third")
+    submit(dir_c, JOBS, arguments="$(Process) $(code) 1", **{"MY.LumberjackLease": f'"{lease}"'})
+    before_c = tree(dir_c)
+    rounds = [last_json(lumberjack("sync", "--json"))]
+    third = next(e["export"] for e in rounds[0]["exports"] if e.get("export"))
+    at_site["exports"].append(third)
+    poll(f"{third} imported by sync", lambda: last_json(lumberjack("sync", "--json")),
+         lambda a: {e["name"]: e["phase"] for e in a["exports"]}.get(third) == "imported",
+         timeout=400, every=3)  # fmt: skip
+    after_c = tree(dir_c)
+    expected = expected_outputs(dir_c, range(JOBS))
+    assert {path for path in after_c if path not in before_c} == set(expected)
+    assert {path: after_c[path] for path in expected} == expected
+
     listed = last_json(lumberjack("leases", "--json"))["leases"]
-    assert [(entry["name"], entry["exports"]) for entry in listed] == [(lease, [first, second])]
+    assert [(entry["name"], entry["exports"]) for entry in listed] == [
+        (lease, [first, second, third])
+    ]
 
     ended = last_json(lumberjack("lease", "shutdown", lease, "--json"))
     assert ended["phase"] == "ended" and ended["stop"]["pool_stopped"]
@@ -183,7 +201,7 @@ def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: d
     assert not site_path(lease_dir).exists()
     assert slurm_jobs(f"lj-lease-{lease}") == []
     assert lease_processes(lease_dir) == {}
-    for name in (first, second):
+    for name in (first, second, third):
         assert processes_of(f"{SITE_BASE}/{name}") == {}
         assert last_json(lumberjack("cleanup", name, "--json"))["phase"] == "cleaned"
     assert last_json(lumberjack("leases", "--json"))["leases"][0]["phase"] == "ended"

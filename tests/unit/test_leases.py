@@ -341,6 +341,39 @@ class LeaseSite(fake.FakeSite):
 LEASE_DIR = "/home/hpcuser/lumberjack/lease-calib"
 
 
+class Queue(fake.FakeSchedd):
+    """The local schedd's queue as `query` answers it: the ads given, filtered by the
+    one constraint sync asks (LumberjackLease == "NAME")."""
+
+    def __init__(self, *jobs: dict) -> None:
+        super().__init__()
+        self.jobs = list(jobs)
+        self.asked: list[str] = []
+
+    def query(self, constraint: str, projection: list[str]) -> list[dict]:
+        self.asked.append(constraint)
+        attr, _, value = constraint.partition(" == ")
+        return [j for j in self.jobs if json.dumps(j.get(attr)) == value]
+
+
+def job(cluster: int, proc: int, lease: str | None = "calib", status: int = 1, **more) -> dict:
+    return {"ClusterId": cluster, "ProcId": proc, "JobStatus": status,
+            **({leases.OPT_IN_ATTR: lease} if lease else {}), **more}  # fmt: skip
+
+
+def test_only_whole_idle_clusters_that_opted_in_are_ready() -> None:
+    queue = Queue(
+        job(5, 0), job(5, 1),  # ready
+        job(6, 0), job(6, 1, status=2),  # one job runs: not yet
+        job(7, 0, lease="other"),  # another lease's
+        job(8, 0, lease=None),  # not opted in
+        job(9, 0, Managed="External"),  # already exported
+    )  # fmt: skip
+    assert leases.opted_in(queue, "calib") == [5]
+    assert queue.asked == ['LumberjackLease == "calib"']
+    assert leases.opted_in(queue, "other") == [7]
+
+
 def create(ledger: Ledger, site: LeaseSite) -> dict:
     return leases.create(ledger, site, "calib", build_request(site.profile, nodes=2))
 
@@ -370,7 +403,9 @@ def test_sync_finishes_a_create_that_failed_half_way(ledger: Ledger) -> None:
         create(ledger, site)
     assert ledger.get_lease("calib").phase == LeasePhase.CREATING
     del site.agent_error["lease-start"]
-    results = lifecycle.sync(ledger, sites={"testbed": site})
+    queue = Queue()  # nothing opted in
+    results = lifecycle.sync(ledger, sites={"testbed": site}, schedd=queue)
+    assert queue.asked == ['LumberjackLease == "calib"']
     assert [(r["lease"], r["steps"], r["phase"]) for r in results] == [
         ("calib", ["created"], "active")
     ]
