@@ -196,7 +196,10 @@ def sync_command(
     process is working on is skipped, not waited for. An export left half-exported by a
     crash is handed back to the local schedd. At an MFA site it rides the login
     (`condor_lumberjack login SITE`) and never asks; with none it fails at once (exit 5).
-    With --watch, one line (or JSON object) per round.
+    With --watch, one line (or JSON object) per round. Leases (without --name): jobs
+    that opted in with +LumberjackLease = "NAME" are exported into lease NAME once
+    idle, a half-created or half-stopped lease is finished, and a lease whose pilots
+    are gone ends once no export in it is waiting.
 
     \b
     Example crontab line:
