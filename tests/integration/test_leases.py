@@ -5,6 +5,9 @@ keeps running; `lease shutdown` then leaves nothing running at the site."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +26,8 @@ from journey import (
     submit,
     tree,
 )
+
+from lumberjack.core.crashpoints import ENV, POINTS
 
 pytestmark = pytest.mark.integration
 
@@ -223,3 +228,52 @@ def test_time_to_first_job_without_a_lease(workspace: Path, state_dir: Path, at_
           f"{time.monotonic() - t0:.1f} s")  # fmt: skip
     lumberjack("fetch", name, "--json")
     lumberjack("import", name, "--json")
+
+
+LEASE_POINTS = [p for p in POINTS if p.startswith("lease.")]
+CREATE_POINTS = ["lease.after-dir", "lease.after-pool", "lease.before-ledger"]
+SHUTDOWN_POINTS = ["lease.after-pilots-gone", "lease.before-ended", None]
+
+
+def crashing(*args: str, crash: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    if crash:
+        env[ENV] = crash
+    return subprocess.run([sys.executable, "-m", "lumberjack", *args, "--json"],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+
+
+def test_a_crash_at_any_lease_step_is_finished_by_sync(
+    workspace: Path, state_dir: Path, at_site: dict
+) -> None:
+    """Each lease dies once while created and once while shut down, at every lease
+    point; `sync` finishes it: no lease leaked, no pilot orphaned, nothing left."""
+    assert sorted(CREATE_POINTS + [p for p in SHUTDOWN_POINTS if p]) == sorted(LEASE_POINTS)
+    for create_at, shutdown_at in zip(CREATE_POINTS, SHUTDOWN_POINTS):
+        lease = unique("crash")
+        lease_dir = f"{SITE_BASE}/lease-{lease}"
+        at_site["leases"].append(lease)
+        result = crashing("lease", "create", lease, "--site", "testbed", "--nodes", "1",
+                          "--walltime", "15m", crash=create_at)  # fmt: skip
+        said = f"crash point {create_at} reached"
+        assert result.returncode != 0 and said in result.stderr + result.stdout, result
+        assert last_json(lumberjack("leases", "--json"))["leases"][-1]["phase"] == "creating"
+        synced = [e for e in last_json(lumberjack("sync", "--json"))["exports"]
+                  if e.get("lease") == lease]  # fmt: skip
+        assert [(e["steps"], e["phase"]) for e in synced] == [(["created"], "active")], synced
+        assert len(slurm_jobs(f"lj-lease-{lease}-")) == 1  # one pilot, none orphaned
+        print(f"[lease crash] {create_at}: sync finished the create")
+
+        result = crashing("lease", "shutdown", lease, crash=shutdown_at)
+        if shutdown_at:
+            said = f"crash point {shutdown_at} reached"
+            assert result.returncode != 0 and said in result.stderr + result.stdout, result
+            synced = [e for e in last_json(lumberjack("sync", "--json"))["exports"]
+                      if e.get("lease") == lease]  # fmt: skip
+            assert [(e["steps"], e["phase"]) for e in synced] == [(["ended"], "ended")], synced
+            print(f"[lease crash] {shutdown_at}: sync finished the shutdown")
+        else:
+            assert result.returncode == 0, result.stderr
+        assert not site_path(lease_dir).exists()
+        assert slurm_jobs(f"lj-lease-{lease}-") == []
+        assert processes_of(lease_dir) == {}
