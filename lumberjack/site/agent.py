@@ -769,21 +769,28 @@ def lease_status(layout: ExportLayout) -> dict[str, Any]:
     except BatchError as exc:
         pilots = {"error": str(exc)}
     running = bool(pool_processes(layout, "condor_collector"))
-    startds: list[dict[str, str]] = []
-    schedds: list[dict[str, str]] = []
+    answer: dict[str, Any] = {"pool_running": running, "pilots": pilots, "startds": [],
+                              "schedds": [], "pilots_alive": any(
+                                  state in ("queued", "running", "finishing", "unknown")
+                                  for state in pilots.values())}  # fmt: skip
     if running:
-        runtime = runtime_of(layout, plan)
-        for line in _in_pool(runtime, layout, "condor_status", "-startd", "-af", "Name",
-                             "State", "Activity").splitlines():  # fmt: skip
-            name, state, activity = (line.split() + ["", "", ""])[:3]
-            startds.append({"name": name, "state": state, "activity": activity})
-        for line in _in_pool(runtime, layout, "condor_status", "-schedd", "-af", "Name",
-                             "TotalIdleJobs", "TotalRunningJobs").splitlines():  # fmt: skip
-            name, idle, run = (line.split() + ["", "", ""])[:3]
-            schedds.append({"name": name, "idle": idle, "running": run})
-    return {"pool_running": running, "pilots": pilots, "startds": startds, "schedds": schedds,
-            "pilots_alive": any(state in ("queued", "running", "finishing", "unknown")
-                                for state in pilots.values())}  # fmt: skip
+        try:
+            answer["startds"] = _ads(layout, plan, "-startd", "name", "state", "activity")
+            answer["schedds"] = _ads(layout, plan, "-schedd", "name", "idle", "running")
+        except AgentError as exc:  # a collector just starting: the pilots still count
+            answer["collector_error"] = str(exc)
+    return answer
+
+
+_AD_ATTRS = {"name": "Name", "state": "State", "activity": "Activity",
+             "idle": "TotalIdleJobs", "running": "TotalRunningJobs"}  # fmt: skip
+
+
+def _ads(layout: ExportLayout, plan: dict, kind: str, *keys: str) -> list[dict[str, str]]:
+    """The lease's collector's ads of `kind`, each as {key: value} (condor_status -af)."""
+    out = _in_pool(runtime_of(layout, plan), layout, "condor_status", kind, "-af",
+                   *(_AD_ATTRS[key] for key in keys))  # fmt: skip
+    return [dict(zip(keys, line.split() + [""] * len(keys))) for line in out.splitlines()]
 
 
 def lease_stop(layout: ExportLayout) -> dict[str, Any]:
