@@ -430,7 +430,10 @@ def exports_command(as_json: bool) -> None:
     records = ledger.list()
     lines = [f"{'NAME':24} {'PHASE':11} {'SITE':12} JOBS  BUNDLE"]
     for r in records:
-        lines.append(f"{r.name:24} {r.phase:11} {r.site or '-':12} {len(r.jobs):<5} {r.bundle_dir}")
+        lease = f" (lease {r.info['lease']})" if r.info.get("lease") else ""
+        lines.append(
+            f"{r.name:24} {r.phase:11} {r.site or '-':12} {len(r.jobs):<5} {r.bundle_dir}{lease}"
+        )
     if not records:
         lines = [f"no exports in {ledger.path} (another ledger: set $LUMBERJACK_STATE_DIR)"]
     logins = _logins(sorted({r.site for r in records if r.site}))

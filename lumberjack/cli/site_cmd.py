@@ -114,7 +114,11 @@ def status_command(name: str, as_json: bool) -> None:
             f"; {answer['interrupted']} interrupted jobs wait for the next pilot)"
             if answer.get("interrupted") else ")"
         )  # fmt: skip
-    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login},
+    lease = record.info.get("lease")
+    if lease:  # its pilots and central manager are the lease's
+        pilots += f" (lease {lease})"
+    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login,
+                   "lease": lease},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
          f"  pool:   {pool}\n"
          f"  login:  {record.site}: {login_text}")  # fmt: skip
