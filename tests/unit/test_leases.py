@@ -200,6 +200,7 @@ def test_leases_lists_each_lease_with_its_exports(ledger: Ledger) -> None:
         ("calib", "creating", "testbed", ["a"])
     ]
     assert "calib" in invoke("leases").output
+    assert "(lease calib)" in invoke("exports").output
 
 
 @pytest.mark.parametrize("command", ["create", "status", "extend", "shutdown"])
