@@ -173,7 +173,7 @@ def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: d
     # The first comes home: only its schedd stops, the lease's pilot keeps running.
     come_home(first, dir_a, before_a)
     after_first = poll("the first schedd gone", lambda: lease_status(lease),
-                       lambda a: schedds(a) == {second}, timeout=60)  # fmt: skip
+                       lambda a: schedds(a) == {second}, timeout=120)  # fmt: skip
     assert after_first["pilots_alive"] and len(hosts(after_first)) == 2
     assert not [pid for pid, cmd in processes_of(f"{SITE_BASE}/{first}").items()
                 if "condor_" in cmd]  # fmt: skip
