@@ -185,7 +185,9 @@ def instance_running(layout: ExportLayout, runtime: ContainerRuntime) -> bool:
 
 
 def pool_processes(layout: ExportLayout, program: str | None = None) -> list[int]:
-    """PIDs of this export's HTCondor daemons, found by their CONDOR_CONFIG.
+    """PIDs of this export's HTCondor daemons, found by their CONDOR_CONFIG; `program`
+    as /proc's comm has it: at most 15 characters ("condor_collecto"), so a lease's
+    pool is found by its condor_master.
 
     A container may have its own PID namespace, but its processes are visible (and,
     being ours, readable) in /proc on the login node.
@@ -755,7 +757,7 @@ def lease_start(layout: ExportLayout) -> dict[str, Any]:
 def lease_extend(layout: ExportLayout) -> dict[str, Any]:
     """One more round of pilots (launch.json's count), whatever is alive."""
     plan = _lease_plan(layout)
-    if not pool_processes(layout, "condor_collector"):
+    if not pool_processes(layout, "condor_master"):
         raise AgentError(f"the pool of {layout.name} is not running; create the lease again")
     return {"pilots": submit_pilots(layout, settings_for(layout, plan), plan, always=True)}
 
@@ -768,7 +770,7 @@ def lease_status(layout: ExportLayout) -> dict[str, Any]:
         pilots = {k: str(v) for k, v in pilot_states(layout, batch, submitted).items()}
     except BatchError as exc:
         pilots = {"error": str(exc)}
-    running = bool(pool_processes(layout, "condor_collector"))
+    running = bool(pool_processes(layout, "condor_master"))
     answer: dict[str, Any] = {"pool_running": running, "pilots": pilots, "startds": [],
                               "schedds": [], "pilots_alive": any(
                                   state in ("queued", "running", "finishing", "unknown")
@@ -810,7 +812,7 @@ def lease_of(plan: dict) -> tuple[ExportLayout, dict, PoolSettings]:
     """A joined export's lease: its layout, plan and settings; the lease must run."""
     lease = ExportLayout(plan["lease"])
     lease_plan = _read_json(Path(lease.root, "launch.json"), None)
-    if lease_plan is None or not pool_processes(lease, "condor_collector"):
+    if lease_plan is None or not pool_processes(lease, "condor_master"):
         raise AgentError(
             f"{lease.name} does not run at the site; see `condor_lumberjack lease status`"
         )

@@ -440,3 +440,15 @@ def test_sync_finishes_a_shutdown_that_failed_half_way(ledger: Ledger) -> None:
     results = leases.sync(ledger, {"testbed": site})
     assert (results[0]["steps"], results[0]["phase"]) == (["ended"], "ended")
     assert not [p for p in site.connection.files if "lease-" in p]
+
+
+def test_the_agent_looks_for_daemons_by_names_proc_can_hold() -> None:
+    """/proc/PID/comm keeps 15 characters: "condor_collector" would never be found."""
+    import re
+
+    from lumberjack.site import agent
+
+    source = Path(agent.__file__).read_text()
+    names = re.findall(r'pool_processes\([^,()]+, "([^"]+)"\)', source)
+    assert "condor_master" in names and "condor_schedd" in names
+    assert [n for n in names if len(n) > 15] == []
