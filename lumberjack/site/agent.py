@@ -777,7 +777,8 @@ def lease_status(layout: ExportLayout) -> dict[str, Any]:
                                   for state in pilots.values())}  # fmt: skip
     if running:
         try:
-            answer["startds"] = _ads(layout, plan, "-startd", "name", "state", "activity")
+            # Slot ads (condor_status's default): -startd lists the startd daemons' own.
+            answer["startds"] = _ads(layout, plan, None, "name", "state", "activity")
             answer["schedds"] = _ads(layout, plan, "-schedd", "name", "idle", "running")
         except AgentError as exc:  # a collector just starting: the pilots still count
             answer["collector_error"] = str(exc)
@@ -788,9 +789,10 @@ _AD_ATTRS = {"name": "Name", "state": "State", "activity": "Activity",
              "idle": "TotalIdleJobs", "running": "TotalRunningJobs"}  # fmt: skip
 
 
-def _ads(layout: ExportLayout, plan: dict, kind: str, *keys: str) -> list[dict[str, str]]:
-    """The lease's collector's ads of `kind`, each as {key: value} (condor_status -af)."""
-    out = _in_pool(runtime_of(layout, plan), layout, "condor_status", kind, "-af",
+def _ads(layout: ExportLayout, plan: dict, kind: str | None, *keys: str) -> list[dict[str, str]]:
+    """The lease's collector's ads of `kind` (None: slots), each as {key: value}."""
+    words = [kind] if kind else []
+    out = _in_pool(runtime_of(layout, plan), layout, "condor_status", *words, "-af",
                    *(_AD_ATTRS[key] for key in keys))  # fmt: skip
     return [dict(zip(keys, line.split() + [""] * len(keys))) for line in out.splitlines()]
 
