@@ -36,6 +36,7 @@ def _register() -> None:
     from lumberjack.cli import (
         export_cmd,  # noqa: F401
         inspect_cmd,  # noqa: F401
+        lease_cmd,  # noqa: F401
         login_cmd,  # noqa: F401
         site_cmd,  # noqa: F401
         sites_cmd,  # noqa: F401

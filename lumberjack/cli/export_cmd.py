@@ -16,7 +16,11 @@ from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import request_from_options, request_options
+from lumberjack.cli.request_options import (
+    REQUEST_OPTION_NAMES,
+    request_from_options,
+    request_options,
+)
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state import phases
 from lumberjack.state.ledger import Ledger
@@ -44,6 +48,11 @@ from lumberjack.state.phases import Phase
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @click.option("--site", help="Site profile the jobs go to (see `sites list`).")
 @click.option(
+    "--lease",
+    metavar="NAME",
+    help="Join lease NAME (see `lease create`): its site, collector and pilots.",
+)
+@click.option(
     "--out",
     "-out",
     "out",
@@ -66,6 +75,7 @@ def export_command(
     more_ids: tuple[str, ...],
     name: str | None,
     site: str | None,
+    lease: str | None,
     out: Path | None,
     remote_spool: str | None,
     dry_run: bool,
@@ -82,20 +92,26 @@ def export_command(
       condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --nodes 4
       condor_lumberjack export --ids 12 13 --site testbed --walltime 2h --dry-run
       condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
+      condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
     """
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
+    ledger = Ledger()
+    if lease is not None:
+        if out is not None:
+            raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
+        site = lease_site(ledger, lease, site, request_flags)
     if (out is None) == (site is None):
         raise BadInput("give either --site SITE, or --out DIR for an offline bundle")
-    ledger = Ledger()
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     if ledger.find(name):
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
     schedd = LocalSchedd()
     if site is not None:
         answer = export_to_site(
-            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json
-        )
+            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json,
+            lease=lease,
+        )  # fmt: skip
         emit(as_json, *answer)
         return
     if not remote_spool:
@@ -119,20 +135,27 @@ def export_to_site(
     request_flags: dict[str, object],
     show_progress: bool = True,
     held: Any = None,
+    lease: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Export for a site: request checked against the profile before any login, then
     one SSH connection (`held`, a lifecycle.Site the caller keeps open, or one of its
     own) resolves where the export will live there. What to print: the JSON object and
-    the text."""
+    the text. With `lease` (checked by lease_site) the request is the lease's."""
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import lifecycle
 
     profile = find_profile(site)
     jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
-    request = request_from_options(
-        profile, job_runtimes_s=export_mod.runtimes_s(jobs), **request_flags
-    )
+    lease_info: dict[str, Any] = {}
+    if lease is not None:
+        lease_record = ledger.get_lease(lease)
+        request = lifecycle.request_of(lease_record.info)
+        lease_info = {"lease": lease, "lease_dir": lease_record.info["remote_dir"]}
+    else:
+        request = request_from_options(
+            profile, job_runtimes_s=export_mod.runtimes_s(jobs), **request_flags
+        )
     report = report_lines(request, profile)
     with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
         remote_dir = connection.export_dir(name)
@@ -147,8 +170,9 @@ def export_to_site(
         schedd, selection, name=name, bundle_dir=bundle_dir,
         remote_spool=f"{remote_dir}/spool",
     )  # fmt: skip
-    info = {"remote_dir": remote_dir, "request": lifecycle.request_info(request)}
-    extra = {"site": site, "remote_dir": remote_dir, "request": report_dict(request, profile)}
+    info = {"remote_dir": remote_dir, "request": lifecycle.request_info(request), **lease_info}
+    extra = {"site": site, "remote_dir": remote_dir, "request": report_dict(request, profile),
+             **lease_info}  # fmt: skip
     if dry_run:
         text = _plan_text(plan, dry=True) + "\n" + "\n".join(report)
         return {"ok": True, "dry_run": True, **plan.to_json(), **extra}, text
@@ -156,6 +180,32 @@ def export_to_site(
         schedd, ledger, plan, jobs, site, show_progress=show_progress,
         extra=extra, info=info, report=report,
     )  # fmt: skip
+
+
+def lease_site(
+    ledger: Ledger, lease: str, site: str | None, request_flags: dict[str, object]
+) -> str:
+    """The site of lease `lease`, which an export may join now; BadInput (one line) for
+    a site where leases do not run, an unknown lease, another --site, request flags."""
+    from lumberjack.profiles.sites import find_profile
+    from lumberjack.state import leases
+    from lumberjack.state.phases import lease_move
+
+    if site is not None:
+        leases.check_placement(find_profile(site))
+    record = ledger.get_lease(lease)
+    if site is not None and site != record.site:
+        raise BadInput(f"lease {lease!r} is at site {record.site}, not {site}; drop --site")
+    leases.check_site(find_profile(record.site))
+    lease_move(record.phase, "join", lease)
+    given = [n for n in REQUEST_OPTION_NAMES if request_flags.get(n) is not None]
+    if given:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise BadInput(
+            f"{flags}: an export in lease {lease!r} runs on the lease's pilots; "
+            "give the request to `lease create` (more pilots: `lease extend`)"
+        )
+    return record.site
 
 
 def _run_export(
@@ -380,7 +430,10 @@ def exports_command(as_json: bool) -> None:
     records = ledger.list()
     lines = [f"{'NAME':24} {'PHASE':11} {'SITE':12} JOBS  BUNDLE"]
     for r in records:
-        lines.append(f"{r.name:24} {r.phase:11} {r.site or '-':12} {len(r.jobs):<5} {r.bundle_dir}")
+        lease = f" (lease {r.info['lease']})" if r.info.get("lease") else ""
+        lines.append(
+            f"{r.name:24} {r.phase:11} {r.site or '-':12} {len(r.jobs):<5} {r.bundle_dir}{lease}"
+        )
     if not records:
         lines = [f"no exports in {ledger.path} (another ledger: set $LUMBERJACK_STATE_DIR)"]
     logins = _logins(sorted({r.site for r in records if r.site}))

@@ -114,7 +114,11 @@ def status_command(name: str, as_json: bool) -> None:
             f"; {answer['interrupted']} interrupted jobs wait for the next pilot)"
             if answer.get("interrupted") else ")"
         )  # fmt: skip
-    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login},
+    lease = record.info.get("lease")
+    if lease:  # its pilots and central manager are the lease's
+        pilots += f" (lease {lease})"
+    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login,
+                   "lease": lease},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
          f"  pool:   {pool}\n"
          f"  login:  {record.site}: {login_text}")  # fmt: skip
@@ -196,7 +200,10 @@ def sync_command(
     process is working on is skipped, not waited for. An export left half-exported by a
     crash is handed back to the local schedd. At an MFA site it rides the login
     (`condor_lumberjack login SITE`) and never asks; with none it fails at once (exit 5).
-    With --watch, one line (or JSON object) per round.
+    With --watch, one line (or JSON object) per round. Leases (without --name): jobs
+    that opted in with +LumberjackLease = "NAME" are exported into lease NAME once
+    idle, a half-created or half-stopped lease is finished, and a lease whose pilots
+    are gone ends once no export in it is waiting.
 
     \b
     Example crontab line:
@@ -262,7 +269,8 @@ def _sync_round(
 @click.option("-c", "--constraint", metavar="EXPR", help="ClassAd constraint (whole clusters).")
 @click.option("--ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC.")
 @click.argument("more_ids", nargs=-1, metavar="[ID...]")
-@click.option("--site", required=True, help="Site profile the jobs go to.")
+@click.option("--site", help="Site profile the jobs go to (or --lease).")
+@click.option("--lease", metavar="NAME", help="Join lease NAME: its site, collector, pilots.")
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @request_options
 @click.option("--wait/--no-wait", default=True, help="Block until imported.")
@@ -274,7 +282,8 @@ def run_command(
     constraint: str | None,
     ids: tuple[str, ...],
     more_ids: tuple[str, ...],
-    site: str,
+    site: str | None,
+    lease: str | None,
     name: str | None,
     wait: bool,
     poll: float,
@@ -292,22 +301,29 @@ def run_command(
     Examples:
       condor_lumberjack run --ids 12 --site testbed --nodes 3 --wait
       condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h
+      condor_lumberjack run -c 'JobBatchName == "calib"' --lease calib --wait
     """
     from lumberjack.ap import export as export_mod
     from lumberjack.ap.schedd import LocalSchedd
-    from lumberjack.cli.export_cmd import export_to_site
+    from lumberjack.cli.export_cmd import export_to_site, lease_site
+    from lumberjack.errors import BadInput
     from lumberjack.profiles.sites import find_profile
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
     ledger = Ledger()
+    if lease is not None:
+        site = lease_site(ledger, lease, site, request_flags)
+    if site is None:
+        raise BadInput("give --site SITE (or --lease NAME)")
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     schedd = LocalSchedd()
     held = lifecycle.Site(find_profile(site))  # the one connection of every step
     with held:
         exported, text = export_to_site(
-            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json, held
-        )
+            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json, held,
+            lease=lease,
+        )  # fmt: skip
         if dry_run:
             emit(as_json, exported, text)
             return

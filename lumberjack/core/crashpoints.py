@@ -47,6 +47,11 @@ POINTS: dict[str, str] = {
     "cleanup.after-stop": "remote pool stopped again; the site directory still there",
     "cleanup.after-remote": "site directory removed; the local bundle still there",
     "cleanup.before-ledger": "everything removed; the ledger still says imported",
+    "lease.after-dir": "the lease's directory, agent and plan at the site; nothing started",
+    "lease.after-pool": "(agent) the lease's collector and negotiator run; no pilot submitted",
+    "lease.before-ledger": "the lease runs with its pilots; the ledger still says creating",
+    "lease.after-pilots-gone": "(agent) the lease's pilots are gone; its pool still runs",
+    "lease.before-ended": "the lease's directory removed; the ledger still says stopping",
 }
 
 

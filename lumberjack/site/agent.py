@@ -13,13 +13,19 @@ JSON object on stdout; errors are {"error": "..."} with a non-zero exit code.
     python3 agent.pyz stop   EXPORT_DIR    condor_off -schedd, cancel pilots, stop the pool
     python3 agent.pyz remove EXPORT_DIR    delete the export directory (pool must be down)
 
+    python3 agent.pyz lease-start  LEASE_DIR   start a lease's collector + negotiator, pilots
+    python3 agent.pyz lease-extend LEASE_DIR   one more round of the lease's pilots
+    python3 agent.pyz lease-status LEASE_DIR   pilots, startds and joined schedds
+    python3 agent.pyz lease-stop   LEASE_DIR   cancel the lease's pilots, stop its pool
+
 `launch` reads EXPORT_DIR/launch.json (written by the access point: runtime, image,
 binds, the shipped HTCondor release, batch system, pilot count and spec). Every command
 is idempotent; `launch` never puts a queue in place again once a schedd has started on
 it (that could run a job twice), and submits pilots only when idle jobs are left and no
 pilot of this export is queued or running.
 With schedd placement "allocation" (launch.json) no daemon starts on the login node: see
-the section of that name below.
+the section of that name below. An export whose launch.json names a lease runs only its
+schedd, reporting to that lease's collector; its pilots are the lease's (see "leases").
 """
 
 from __future__ import annotations
@@ -175,7 +181,9 @@ def instance_running(layout: ExportLayout, runtime: ContainerRuntime) -> bool:
 
 
 def pool_processes(layout: ExportLayout, program: str | None = None) -> list[int]:
-    """PIDs of this export's HTCondor daemons, found by their CONDOR_CONFIG.
+    """PIDs of this export's HTCondor daemons, found by their CONDOR_CONFIG; `program`
+    as /proc's comm has it: at most 15 characters ("condor_collecto"), so a lease's
+    pool is found by its condor_master.
 
     A container may have its own PID namespace, but its processes are visible (and,
     being ours, readable) in /proc on the login node.
@@ -204,7 +212,15 @@ def _condor_processes() -> dict[int, tuple[str, str]]:
     return found
 
 
-def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
+def start_pool(
+    layout: ExportLayout,
+    settings: PoolSettings,
+    *,
+    config: str | None = None,
+    ready: Path | None = None,
+) -> dict[str, Any]:
+    """Start the pool's master with `config` (default: pool_config) and wait for the file
+    that says it is up (`ready`; default: the schedd's address file in SPOOL)."""
     if pool_processes(layout, "condor_master"):
         return {"started": False, "reason": "already running"}
     local = Path(layout.pool_local)
@@ -212,7 +228,7 @@ def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
         (local / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(local / "passwords.d", 0o700)
     os.chmod(local / "tokens.d", 0o700)
-    Path(layout.pool_config).write_text(remote_pool.pool_config(settings))
+    Path(layout.pool_config).write_text(config or remote_pool.pool_config(settings))
     runtime = settings.runtime
     if runtime.pool_exists() is False:
         try:
@@ -221,13 +237,14 @@ def start_pool(layout: ExportLayout, settings: PoolSettings) -> dict[str, Any]:
             raise AgentError(
                 f"{runtime.NAME} could not start the pool's container from {settings.image}: {exc}"
             ) from None
-    address_file = Path(layout.spool, ".schedd_address")
+    address_file = ready or Path(layout.spool, ".schedd_address")
     address_file.unlink(missing_ok=True)
     _in_pool(runtime, layout, *runtime.master_command(layout.master_pid))
     deadline = time.monotonic() + SCHEDD_TIMEOUT_S
     while not address_file.exists():
         if time.monotonic() > deadline:
-            raise AgentError(f"no schedd after {SCHEDD_TIMEOUT_S} s; see {layout.pool_local}/log")
+            what = "schedd" if ready is None else address_file.name
+            raise AgentError(f"no {what} after {SCHEDD_TIMEOUT_S} s; see {layout.pool_local}/log")
         time.sleep(0.5)
     _write_json(Path(layout.pool_state), {"address": settings.address, "port": settings.port})
     return {"started": True, "collector": settings.collector}
@@ -263,20 +280,21 @@ def submit_pilots(
     *,
     write_files: Any = None,
     waiting: Any = None,
+    always: bool = False,
 ) -> dict[str, Any]:
     """Pilots for idle jobs when none is queued or running. `write_files` writes their
-    config, token and node.sh (write_pilot_files); `waiting(counts)` counts the jobs
-    that need a pilot (the idle ones)."""
+    config, token and node.sh (write_pilot_files); `waiting()` counts the jobs that
+    need a pilot (default: the idle ones); `always`: submit whatever is alive or idle
+    (a lease's first or next round)."""
     write_files = write_files or write_pilot_files
-    waiting = waiting or (lambda counts: counts.get("idle", 0))
+    waiting = waiting or (lambda: job_counts(layout).get("idle", 0))
     batch = get_batch_system(launch["batch_system"])
     submitted = _read_json(Path(layout.pilot_list), [])
     states = pilot_states(layout, batch, submitted)
     alive = [job for job, state in states.items() if state in _ALIVE]
-    counts = job_counts(layout)
-    if alive:
+    if alive and not always:
         return {"submitted": [], "alive": alive, "reason": "pilots queued or running"}
-    if not waiting(counts):
+    if not always and not waiting():
         return {"submitted": [], "alive": [], "reason": "no idle jobs"}
     pilots_dir = Path(layout.pilots)
     (pilots_dir / "out").mkdir(parents=True, exist_ok=True)
@@ -386,12 +404,14 @@ def status(
     pilots: dict[str, str] = {}
     if launch:
         batch = get_batch_system(launch["batch_system"])
-        submitted = _read_json(Path(layout.pilot_list), [])
+        # A joined export's pilots are its lease's.
+        holder = ExportLayout(launch["lease"]) if launch.get("lease") else layout
+        submitted = _read_json(Path(holder.pilot_list), [])
         try:
             if known is not None and all(job in known for job in submitted):
                 states = {job: known[job] for job in submitted}
             else:
-                states = pilot_states(layout, batch, submitted)
+                states = pilot_states(holder, batch, submitted)
             pilots = {k: str(v) for k, v in states.items()}
         except BatchError as exc:
             pilots = {"error": str(exc)}
@@ -419,7 +439,8 @@ def status_many(roots: list[str]) -> dict[str, Any]:
     for layout in layouts:
         plan = plans[layout.root]
         if plan:
-            jobs = _read_json(Path(layout.pilot_list), [])
+            holder = ExportLayout(plan["lease"]) if plan.get("lease") else layout
+            jobs = _read_json(Path(holder.pilot_list), [])
             wanted.setdefault(plan["batch_system"], set()).update(jobs)
     known: dict[str, PilotState] = {}
     for system, jobs in wanted.items():
@@ -448,7 +469,11 @@ def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
         _wait_gone(layout, "condor_schedd")
         stopped_schedd = True
         crash_point("stop.after-schedd")
-    cancelled = cancel_pilots(layout, get_batch_system(launch["batch_system"])) if launch else []
+    # A joined export never cancels pilots: they are its lease's, shared with others.
+    own_pilots = launch and not launch.get("lease")
+    cancelled = (
+        cancel_pilots(layout, get_batch_system(launch["batch_system"])) if own_pilots else []
+    )
     stop_pool(layout, runtime)
     _wait_gone(layout, None)
     return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled}
@@ -567,6 +592,8 @@ def launch(layout: ExportLayout) -> dict[str, Any]:
         raise AgentError(missing)
     if in_allocation(plan):
         return allocation_launch(layout, plan)
+    if plan.get("lease"):
+        return joined_launch(layout, plan)
     settings = settings_for(layout, plan)
     placed = place_queue(layout, settings.site_user, settings.trust_domain)
     crash_point("launch.after-place")
@@ -662,8 +689,9 @@ def allocation_launch(layout: ExportLayout, plan: dict) -> dict[str, Any]:
     if not any(state in _ALIVE for state in states.values()):
         expire_leases(layout)
     pilots = submit_pilots(
-        layout, settings, plan, write_files=write_allocation_files, waiting=resumable
-    )
+        layout, settings, plan, write_files=write_allocation_files,
+        waiting=lambda: resumable(job_counts(layout)),
+    )  # fmt: skip
     return {"place": placed, "pool": {"started": False, "placement": "allocation"},
             "pilots": pilots}  # fmt: skip
 
@@ -702,25 +730,159 @@ def allocation_stop(layout: ExportLayout, launch: dict) -> dict[str, Any]:
     schedd holds the spool (its log is final) and it can be copied."""
     batch = get_batch_system(launch["batch_system"])
     cancelled = cancel_pilots(layout, batch)
+    wait_pilots_gone(layout, batch, "the spool is not final yet")
+    return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled}
+
+
+def wait_pilots_gone(layout: ExportLayout, batch: Any, why: str) -> None:
     submitted = _read_json(Path(layout.pilot_list), [])
     deadline = time.monotonic() + PILOTS_GONE_TIMEOUT_S
     while True:
         states = pilot_states(layout, batch, submitted)
         alive = [job for job, state in states.items() if state in _ALIVE]
         if not alive:
-            break
+            return
         if time.monotonic() > deadline:
             raise AgentError(
                 f"pilots {', '.join(alive)} still in the batch system after "
-                f"{PILOTS_GONE_TIMEOUT_S} s; the spool is not final yet"
+                f"{PILOTS_GONE_TIMEOUT_S} s; {why}"
             )
         time.sleep(2)
-    return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled}
+
+
+# ---- leases: a central manager and pilots that exports join ----------------------------
+#
+# A lease's directory has the shape of an export's (pool/, pilots/, launch.json,
+# agent.pyz) without bundle or spool. Its pool is collector + negotiator; its pilots
+# are submitted at once (jobs may still be on their way) and end by idle shutdown, the
+# walltime, or lease-stop. A joined export's launch.json names the lease's directory.
+
+
+def _collector_ready(layout: ExportLayout) -> Path:
+    return Path(layout.pool_local, "log", ".collector_address")
+
+
+def _lease_plan(layout: ExportLayout) -> dict:
+    plan = _read_json(Path(layout.root, "launch.json"), None)
+    if plan is None:
+        raise AgentError(f"{layout.root}/launch.json is missing; run `lease create` again")
+    return plan
+
+
+def lease_start(layout: ExportLayout) -> dict[str, Any]:
+    """Collector + negotiator on the login node and the first round of pilots; again:
+    starts what is not running, submits pilots only when none is alive."""
+    plan = _lease_plan(layout)
+    make_private(layout.root)
+    ensure_release(plan)
+    missing = runtime_of(layout, plan).missing_image()
+    if missing:
+        raise AgentError(missing)
+    settings = settings_for(layout, plan)
+    Path(layout.spool).mkdir(parents=True, exist_ok=True)  # the negotiator's accountant log
+    pool = start_pool(
+        layout, settings, config=remote_pool.lease_config(settings),
+        ready=_collector_ready(layout),
+    )  # fmt: skip
+    make_private(layout.root)
+    crash_point("lease.after-pool")
+    pilots = submit_pilots(layout, settings, plan, waiting=lambda: 1)
+    return {"pool": pool, "pilots": pilots}
+
+
+def lease_extend(layout: ExportLayout) -> dict[str, Any]:
+    """One more round of pilots (launch.json's count), whatever is alive."""
+    plan = _lease_plan(layout)
+    if not pool_processes(layout, "condor_master"):
+        raise AgentError(f"the pool of {layout.name} is not running; create the lease again")
+    return {"pilots": submit_pilots(layout, settings_for(layout, plan), plan, always=True)}
+
+
+def lease_status(layout: ExportLayout) -> dict[str, Any]:
+    plan = _lease_plan(layout)
+    batch = get_batch_system(plan["batch_system"])
+    submitted = _read_json(Path(layout.pilot_list), [])
+    try:
+        pilots = {k: str(v) for k, v in pilot_states(layout, batch, submitted).items()}
+    except BatchError as exc:
+        pilots = {"error": str(exc)}
+    running = bool(pool_processes(layout, "condor_master"))
+    answer: dict[str, Any] = {"pool_running": running, "pilots": pilots, "startds": [],
+                              "schedds": [], "pilots_alive": any(
+                                  state in ("queued", "running", "finishing", "unknown")
+                                  for state in pilots.values())}  # fmt: skip
+    if running:
+        try:
+            # Slot ads (condor_status's default): -startd lists the startd daemons' own.
+            answer["startds"] = _ads(layout, plan, None, "name", "state", "activity")
+            answer["schedds"] = _ads(layout, plan, "-schedd", "name", "idle", "running")
+        except AgentError as exc:  # a collector just starting: the pilots still count
+            answer["collector_error"] = str(exc)
+    return answer
+
+
+_AD_ATTRS = {"name": "Name", "state": "State", "activity": "Activity",
+             "idle": "TotalIdleJobs", "running": "TotalRunningJobs"}  # fmt: skip
+
+
+def _ads(layout: ExportLayout, plan: dict, kind: str | None, *keys: str) -> list[dict[str, str]]:
+    """The lease's collector's ads of `kind` (None: slots), each as {key: value}."""
+    words = [kind] if kind else []
+    out = _in_pool(runtime_of(layout, plan), layout, "condor_status", *words, "-af",
+                   *(_AD_ATTRS[key] for key in keys))  # fmt: skip
+    return [dict(zip(keys, line.split() + [""] * len(keys))) for line in out.splitlines()]
+
+
+def lease_stop(layout: ExportLayout) -> dict[str, Any]:
+    """Cancel the pilots and wait until the batch system reports them gone, then stop
+    the pool: nothing of the lease runs at the site afterwards."""
+    plan = _lease_plan(layout)
+    batch = get_batch_system(plan["batch_system"])
+    cancelled = cancel_pilots(layout, batch)
+    wait_pilots_gone(layout, batch, "the lease's pool keeps running")
+    crash_point("lease.after-pilots-gone")
+    stop_pool(layout, runtime_of(layout, plan))
+    _wait_gone(layout, None)
+    return {"cancelled_pilots": cancelled, "pool_stopped": True}
+
+
+def lease_of(plan: dict) -> tuple[ExportLayout, dict, PoolSettings]:
+    """A joined export's lease: its layout, plan and settings; the lease must run."""
+    lease = ExportLayout(plan["lease"])
+    lease_plan = _read_json(Path(lease.root, "launch.json"), None)
+    if lease_plan is None or not pool_processes(lease, "condor_master"):
+        raise AgentError(
+            f"{lease.name} does not run at the site; see `condor_lumberjack lease status`"
+        )
+    return lease, lease_plan, settings_for(lease, lease_plan)
+
+
+def joined_launch(layout: ExportLayout, plan: dict) -> dict[str, Any]:
+    """Place the queue, start only a schedd reporting to the lease's collector, and (if
+    none of the lease's pilots is alive and jobs are idle) a new round of its pilots."""
+    lease, lease_plan, lease_settings = lease_of(plan)
+    own = {**plan, "address": lease_settings.address, "port": lease_settings.port}
+    settings = replace(settings_for(layout, own), domain=lease_settings.trust_domain)
+    placed = place_queue(layout, settings.site_user, settings.trust_domain)
+    pool = start_pool(layout, settings, config=remote_pool.joined_schedd_config(settings, lease))
+    make_private(layout.root)
+    pilots = submit_pilots(
+        lease, lease_settings, lease_plan, waiting=lambda: job_counts(layout).get("idle", 0)
+    )
+    return {"place": placed, "pool": pool, "pilots": pilots, "lease": lease.name}
+
+
+LEASE_COMMANDS = {
+    "lease-start": lease_start,
+    "lease-extend": lease_extend,
+    "lease-status": lease_status,
+    "lease-stop": lease_stop,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent.pyz", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("launch", "status", "stop", "remove"))
+    parser.add_argument("command", choices=("launch", "status", "stop", "remove", *LEASE_COMMANDS))
     parser.add_argument("export_dir", nargs="+", help="one; several for status only")
     args = parser.parse_args(argv)
     # Everything the agent and the daemons it starts create is this account's alone.
@@ -740,6 +902,8 @@ def main(argv: list[str] | None = None) -> int:
             result = status(layout, plan)
         elif args.command == "stop":
             result = stop(layout, plan)
+        elif args.command in LEASE_COMMANDS:
+            result = LEASE_COMMANDS[args.command](layout)
         else:
             result = remove(layout, plan)
     except (AgentError, BatchError, jql.JobQueueLogError, OSError, ValueError) as exc:

@@ -122,6 +122,7 @@ class PoolSettings:
     max_running_jobs: int | None = None  # the site's policy cap (None: HTCondor's default)
     runtime_name: str = "apptainer"  # [container] runtime (see runtime.py)
     release: str = ""  # runtime "none": the unpacked HTCondor release at the site
+    domain: str = ""  # a joined export's: its lease's trust domain (see joined_schedd_config)
 
     @property
     def runtime(self) -> ContainerRuntime:
@@ -132,8 +133,8 @@ class PoolSettings:
 
     @property
     def trust_domain(self) -> str:
-        # One trust domain per export: a token of one export means nothing to another.
-        return f"lumberjack-{self.layout.name}"
+        # One trust domain per export (or lease): a token of one means nothing to another.
+        return self.domain or f"lumberjack-{self.layout.name}"
 
     @property
     def collector(self) -> str:
@@ -587,4 +588,48 @@ fi
         raise AssertionError("node_script changed its shape; update allocation_node_script")
     return text.replace(startd, head + startd).replace(
         tail, "status=$?\n" + head_end + 'exit "$status"\n'
+    )
+
+
+# ---- leases: one central manager and its pilots, shared by the exports that join -------
+#
+# A lease's directory (`<base_dir>/lease-<NAME>/`, an ExportLayout without bundle or
+# spool) holds a pool of collector + negotiator and the pilots' files; an export that
+# joins it runs only its own schedd, which reports to the lease's collector.
+
+#: The directory name of lease NAME under the site's base_dir.
+LEASE_PREFIX = "lease-"
+
+
+def lease_dir_name(name: str) -> str:
+    return f"{LEASE_PREFIX}{name}"
+
+
+def lease_config(settings: PoolSettings) -> str:
+    """condor_config of a lease's central manager: pool_config without a schedd."""
+    return pool_config(settings).replace(
+        "condor_lumberjack remote pool for export", "condor_lumberjack lease pool", 1
+    ) + (
+        "# A lease: collector and negotiator only; each joined export runs its own schedd.\n"
+        "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+    )
+
+
+def joined_schedd_config(settings: PoolSettings, lease: ExportLayout) -> str:
+    """condor_config of a joined export's schedd: it reports to the lease's collector.
+
+    Trust: the schedd runs in the lease's trust domain with the lease's signing key (its
+    SEC_PASSWORD_DIRECTORY, read in place: the site account owns both directories, 0700).
+    Then the negotiator and the schedd know each other as condor@<the lease's domain>
+    (FS on one login node, self-made IDTOKENS across login nodes), and every pilot of the
+    lease accepts claims from every joined schedd, with no new token scope to mint or
+    revoke: the pilots' token stays the only one, READ + ADVERTISE_STARTD/MASTER.
+    `settings` must carry the lease's domain, address and port."""
+    if not settings.domain:
+        raise ValueError("a joined export's settings need the lease's trust domain")
+    return pool_config(settings) + (
+        "# Joined to a lease: only a schedd here; collector and negotiator are the lease's.\n"
+        "DAEMON_LIST = MASTER, SCHEDD\n"
+        "USE_SHARED_PORT = FALSE\n"
+        f"SEC_PASSWORD_DIRECTORY = {lease.pool_local}/passwords.d\n"
     )

@@ -1,6 +1,8 @@
 """The ledger: every export, its phase, its jobs and every step taken, in SQLite.
 
-An export's phase changes only by the moves in the table of phases.py (`move`).
+An export's phase changes only by the moves in the table of phases.py (`move`); a
+lease's (see leases.py) by LEASE_MOVES there. An export that joined a lease names it in
+its info ("lease"), so the lease's exports are found from the exports themselves.
 
 Steps are recorded before they act ("started") and after ("done"), so a command that
 crashed mid-step can be found and finished or rolled back by the next `sync`.
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.errors import BadInput, Busy
-from lumberjack.state.phases import Phase, check, ends
+from lumberjack.state.phases import LeasePhase, Phase, check, ends, lease_move
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -47,6 +49,14 @@ CREATE TABLE IF NOT EXISTS steps (
     status TEXT NOT NULL,
     time REAL NOT NULL,
     message TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    site TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    info TEXT NOT NULL DEFAULT '{}'
 );
 """
 
@@ -89,13 +99,27 @@ class ExportRecord:
         }
 
 
-def check_name(name: str) -> str:
+def check_name(name: str, what: str = "export") -> str:
     if not NAME_PATTERN.match(name):
         raise BadInput(
-            f"export name {name!r} is not valid; use letters, digits, '.', '_' or '-' "
+            f"{what} name {name!r} is not valid; use letters, digits, '.', '_' or '-' "
             "(at most 64, starting with a letter or digit)"
         )
     return name
+
+
+@dataclass
+class LeaseRecord:
+    name: str
+    site: str
+    phase: LeasePhase
+    created: float
+    updated: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "site": self.site, "phase": self.phase.value,
+                "created": self.created, "updated": self.updated, "info": self.info}  # fmt: skip
 
 
 class Ledger:
@@ -225,6 +249,64 @@ class Ledger:
         self._db.execute("DELETE FROM steps WHERE export = ?", (name,))
         self._db.execute("DELETE FROM exports WHERE name = ?", (name,))
 
+    # ---- leases ----------------------------------------------------------------------
+
+    def create_lease(self, name: str, *, site: str, info: dict[str, Any]) -> LeaseRecord:
+        check_name(name, "lease")
+        now = time.time()
+        try:
+            self._db.execute(
+                "INSERT INTO leases VALUES (?,?,?,?,?,?)",
+                (name, site, LeasePhase.CREATING.value, now, now, json.dumps(info)),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise BadInput(f"a lease named {name!r} already exists; choose another name") from exc
+        return self.get_lease(name)
+
+    def find_lease(self, name: str) -> LeaseRecord | None:
+        row = self._db.execute("SELECT * FROM leases WHERE name = ?", (name,)).fetchone()
+        return _lease(row) if row else None
+
+    def get_lease(self, name: str) -> LeaseRecord:
+        found = self.find_lease(name)
+        if found is None:
+            known = ", ".join(r.name for r in self.leases()[-10:]) or "none"
+            raise BadInput(f"no lease named {name!r}; known leases: {known}")
+        return found
+
+    def leases(self) -> list[LeaseRecord]:
+        rows = self._db.execute("SELECT * FROM leases ORDER BY created").fetchall()
+        return [_lease(row) for row in rows]
+
+    def move_lease(self, name: str, step: str, message: str = "") -> LeasePhase:
+        """Take the lease where `step` goes from its phase (LEASE_MOVES); BadInput when
+        it cannot start there."""
+        phase = self.get_lease(name).phase
+        end = lease_move(phase, step, name)
+        if end != phase:
+            self._db.execute(
+                "UPDATE leases SET phase = ?, updated = ? WHERE name = ?",
+                (end.value, time.time(), name),
+            )
+        self.step(f"lease:{name}", f"phase:{end.value}", "done", message)
+        return end
+
+    def update_lease_info(self, name: str, **values: Any) -> None:
+        record = self.get_lease(name)
+        record.info.update(values)
+        self._db.execute(
+            "UPDATE leases SET info = ?, updated = ? WHERE name = ?",
+            (json.dumps(record.info), time.time(), name),
+        )
+
+    def joined(self, lease: str) -> list[ExportRecord]:
+        """The exports that joined `lease`, oldest first."""
+        return [r for r in self.list() if r.info.get("lease") == lease]
+
+    def delete_lease(self, name: str) -> None:
+        self._db.execute("DELETE FROM steps WHERE export = ?", (f"lease:{name}",))
+        self._db.execute("DELETE FROM leases WHERE name = ?", (name,))
+
     @contextmanager
     def lock(self, name: str, wait: bool = False) -> Iterator[None]:
         """Hold the export's lock: one lumberjack process acts on an export at a time."""
@@ -236,6 +318,11 @@ class Ledger:
             except BlockingIOError as exc:
                 raise Busy(f"export {name!r} is being worked on by another lumberjack") from exc
             yield
+
+
+def _lease(row: tuple) -> LeaseRecord:
+    name, site, phase, created, updated, info = row
+    return LeaseRecord(name, site, LeasePhase(phase), created, updated, json.loads(info))
 
 
 def _record(row: tuple) -> ExportRecord:

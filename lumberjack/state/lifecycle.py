@@ -38,7 +38,7 @@ from lumberjack.core.manifest import FileEntry
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile, find_profile
-from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.site.remote_pool import ExportLayout, lease_dir_name
 from lumberjack.site.runtime import release_names
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
@@ -113,6 +113,11 @@ class Site:
     def export_dir(self, name: str) -> str:
         """The export's directory at the site (base_dir's variables expanded there)."""
         return posixpath.join(self.conn.expand(self.profile.base_dir), name)
+
+    def lease_dir(self, name: str) -> str:
+        """Lease `name`'s directory at the site, beside the exports' (`export` and `lease
+        create` both refuse a directory that exists, so the two never meet)."""
+        return self.export_dir(lease_dir_name(name))
 
     def agent(self, layout: ExportLayout, command: str) -> dict[str, Any]:
         """Run the site agent; its JSON answer, or RemoteError with its one-line reason."""
@@ -254,16 +259,34 @@ def ship_condor_release(site: Site, layout: ExportLayout) -> dict[str, Any] | No
 
 
 def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> dict:
-    """launch.json: what the agent needs to start the pool and the pilots."""
-    check_runtime(profile)
-    data = dict(record.info["request"])
+    """launch.json: what the agent needs to start the pool and the pilots. A joined
+    export's names its lease's directory (bound into its container: the schedd reads
+    the lease's signing key there); its pilots are the lease's."""
+    plan = pool_plan(request_of(record.info), profile, layout, f"lj-{record.name}")
+    lease_dir = record.info.get("lease_dir")
+    if lease_dir:
+        plan["lease"] = lease_dir
+        plan["binds"] = [*plan["binds"], lease_dir]
+    return plan
+
+
+def request_of(info: dict[str, Any]) -> ResourceRequest:
+    """The resource request an export's (or lease's) info holds (see request_info)."""
+    data = dict(info["request"])
     data["origins"] = tuple(tuple(pair) for pair in data.get("origins", ()))
-    request = ResourceRequest(**data)
+    return ResourceRequest(**data)
+
+
+def pool_plan(
+    request: ResourceRequest, profile: SiteProfile, layout: ExportLayout, name: str
+) -> dict:
+    """The plan of a remote pool and its pilots (an export's, or a lease's)."""
+    check_runtime(profile)
     check_pilots(request, profile)
     spec = pilot_spec(
         request,
         profile,
-        name=f"lj-{record.name}"[:63],
+        name=name[:63],
         node_command=layout.node_script,
         retire_command="true",
         output_dir=posixpath.join(layout.pilots, "out"),
@@ -558,7 +581,20 @@ def sync(
     sites = {} if sites is None else sites
     open_site = open_site or (lambda record: site_for(record, hold=False))
     try:
-        return _sync(ledger, names, dry_run, schedd, open_site, sites)
+        results: list[dict[str, Any]] = []
+        whole = not names and not dry_run
+        if whole and ledger.leases():  # jobs opted into a lease go first: then they ship
+            from lumberjack.state import leases
+
+            if schedd is None:
+                schedd = _LocalScheddOnFirstUse()
+            results += leases.export_opted_in(ledger, schedd, sites)
+        results += _sync(ledger, names, dry_run, schedd, open_site, sites)
+        if whole and ledger.leases():  # after the exports: they may still need a lease
+            from lumberjack.state import leases
+
+            results += leases.sync(ledger, sites)
+        return results
     finally:
         if own_sites:
             for site in sites.values():

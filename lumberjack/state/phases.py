@@ -152,3 +152,43 @@ def _sync_steps() -> dict[Phase, str]:
 
 
 _SYNC_STEP = _sync_steps()
+
+
+# ---- leases --------------------------------------------------------------------------
+
+
+class LeasePhase(str, Enum):
+    """Where a lease is; stored in the ledger by its value."""
+
+    CREATING = "creating"  # in the ledger; its pool and pilots are being started
+    ACTIVE = "active"  # its collector runs at the site; exports may join
+    STOPPING = "stopping"  # its pilots are being cancelled and its pool stopped
+    ENDED = "ended"  # nothing of it runs at the site; its directory is gone
+
+    def __str__(self) -> str:
+        return self.value
+
+
+L = LeasePhase
+#: (step, from) -> to. `sync` repeats "create" from creating and "shutdown" from
+#: stopping (both idempotent), so a crash at any point leaves nothing behind.
+LEASE_MOVES: dict[tuple[str, LeasePhase], LeasePhase] = {
+    ("create", L.CREATING): L.ACTIVE,
+    ("create", L.ACTIVE): L.ACTIVE,
+    ("extend", L.ACTIVE): L.ACTIVE,
+    ("join", L.CREATING): L.CREATING,  # pilots may wait in the queue while jobs ship
+    ("join", L.ACTIVE): L.ACTIVE,
+    ("shutdown", L.CREATING): L.STOPPING,
+    ("shutdown", L.ACTIVE): L.STOPPING,
+    ("shutdown", L.STOPPING): L.STOPPING,
+    ("ended", L.STOPPING): L.ENDED,
+}
+
+
+def lease_move(phase: str, step: str, name: str) -> LeasePhase:
+    """Where `step` takes lease `name` from `phase`; BadInput when it cannot start there."""
+    end = LEASE_MOVES.get((step, LeasePhase(phase)))
+    if end is None:
+        allowed = [p.value for (s, p) in LEASE_MOVES if s == step]
+        raise BadInput(f"lease {name!r} is {phase}; {step} needs phase {' or '.join(allowed)}")
+    return end

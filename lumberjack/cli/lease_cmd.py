@@ -1,0 +1,202 @@
+"""`lease create|status|extend|shutdown` and `leases`: a central manager and pilots at a
+site that exports join with `export --lease NAME` (see state/leases.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from lumberjack.cli import cli
+from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.request_options import request_from_options, request_options
+from lumberjack.errors import BadInput
+from lumberjack.state.ledger import LeaseRecord, Ledger, check_name
+from lumberjack.state.phases import LeasePhase
+
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Show what would be done; change nothing."
+)
+
+
+@cli.group("lease")
+def lease_group() -> None:
+    """A lease: a remote pool's collector + negotiator and its pilots at one site, for
+    their walltime; exports join it with `export --lease NAME` and leave it when fetched.
+
+    \b
+    Examples:
+      condor_lumberjack lease create calib --site anvil --nodes 4 --walltime 4h
+      condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
+      condor_lumberjack lease status calib
+      condor_lumberjack lease shutdown calib
+    """
+
+
+def _site(record: LeaseRecord) -> Any:
+    from lumberjack.profiles.sites import find_profile
+    from lumberjack.state.lifecycle import Site
+
+    return Site(find_profile(record.site))
+
+
+@lease_group.command("create")
+@click.argument("name")
+@click.option("--site", required=True, help="Site profile the lease runs at (see `sites list`).")
+@request_options
+@dry_run_option
+@json_option
+def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: Any) -> None:
+    """Start a lease's central manager at SITE and submit its pilots at once: they wait
+    in the batch queue while jobs are exported and shipped. Each pilot's nodes end after
+    --idle-shutdown without a job; the lease ends when its pilots are gone and no export
+    in it waits (`sync`), or with `lease shutdown`.
+
+    \b
+    Examples:
+      condor_lumberjack lease create calib --site testbed --nodes 2 --walltime 30m
+      condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 --dry-run
+    """
+    from lumberjack.profiles.request import report_dict, report_lines
+    from lumberjack.profiles.sites import find_profile
+    from lumberjack.state import leases
+    from lumberjack.state.lifecycle import Site
+
+    check_name(name, "lease")
+    profile = find_profile(site)
+    leases.check_site(profile)
+    request = request_from_options(profile, **flags)
+    ledger = Ledger()
+    found = ledger.find_lease(name)
+    if found is not None and (found.phase != LeasePhase.CREATING or found.site != site):
+        raise BadInput(
+            f"a lease named {name!r} already exists (site {found.site}, {found.phase}); "
+            "choose another name"
+        )
+    report = report_lines(request, profile)
+    if dry_run:
+        emit(as_json, {"ok": True, "dry_run": True, "name": name, "site": site,
+                       "request": report_dict(request, profile)},
+             f"would create lease {name!r} at {site}\n" + "\n".join(report))  # fmt: skip
+        return
+    with ledger.lock(f"lease:{name}"), Site(profile) as connection:
+        result = leases.create(ledger, connection, name, request)
+    record = ledger.get_lease(name)
+    pilots = result.get("pilots", {}).get("submitted", [])
+    emit(as_json, {"ok": True, **record.to_json(), **result},
+         f"lease {name!r} at {site} is {record.phase}: pilots {', '.join(pilots) or 'none new'}\n"
+         + "\n".join(report)
+         + f"\nnext: condor_lumberjack export ... --lease {name}")  # fmt: skip
+
+
+@lease_group.command("status")
+@click.argument("name")
+@json_option
+def status_command(name: str, as_json: bool) -> None:
+    """The lease's pilots, the startds they run, the schedds of the exports that joined.
+
+    \b
+    Example:
+      condor_lumberjack lease status calib --json
+    """
+    from lumberjack.state import leases
+
+    ledger = Ledger()
+    record = ledger.get_lease(name)
+    with _site(record) as site:
+        answer = leases.status(ledger, site, record)
+    pilots = ", ".join(f"{j} {s}" for j, s in answer.get("pilots", {}).items()) or "none"
+    startds = answer.get("startds", [])
+    busy = sum(1 for s in startds if s.get("state") == "Claimed")
+    exports = ", ".join(f"{e['name']} ({e['phase']})" for e in answer["exports"]) or "none"
+    emit(as_json, {"ok": True, **record.to_json(), **answer},
+         f"lease {name}: {record.phase} at {record.site}\n  pilots:  {pilots}\n"
+         f"  startds: {len(startds)} ({busy} claimed)\n  exports: {exports}")  # fmt: skip
+
+
+@lease_group.command("extend")
+@click.argument("name")
+@dry_run_option
+@json_option
+def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
+    """Submit one more round of the lease's pilots (as many as it was created with),
+    whatever is queued or running: more nodes now, or a new round before the walltime.
+
+    \b
+    Example:
+      condor_lumberjack lease extend calib
+    """
+    from lumberjack.state import leases
+    from lumberjack.state.phases import lease_move
+
+    ledger = Ledger()
+    record = ledger.get_lease(name)
+    lease_move(record.phase, "extend", name)
+    if dry_run:
+        emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
+             f"would submit another round of pilots for lease {name!r}")  # fmt: skip
+        return
+    with ledger.lock(f"lease:{name}"), _site(record) as site:
+        result = leases.extend(ledger, site, record)
+    new = result["pilots"].get("submitted", [])
+    emit(as_json, {"ok": True, "name": name, **result},
+         f"lease {name}: {plural(len(new), 'pilot')} submitted ({', '.join(new)})")  # fmt: skip
+
+
+@lease_group.command("shutdown")
+@click.argument("name")
+@click.option(
+    "--force", is_flag=True,
+    help="Even while exports in it are not fetched (their jobs wait idle until fetched).",
+)  # fmt: skip
+@dry_run_option
+@json_option
+def shutdown_command(name: str, force: bool, dry_run: bool, as_json: bool) -> None:
+    """Cancel the lease's pilots, stop its central manager and remove its directory at
+    the site. Refused while an export in it is not fetched yet (unless --force).
+
+    \b
+    Example:
+      condor_lumberjack lease shutdown calib
+    """
+    from lumberjack.state import leases
+    from lumberjack.state.phases import lease_move
+
+    ledger = Ledger()
+    record = ledger.get_lease(name)
+    lease_move(record.phase, "shutdown", name)
+    if dry_run:
+        waiting = [r.name for r in leases.still_needed_by(ledger, name)]
+        emit(as_json, {"ok": True, "dry_run": True, "name": name, "waiting": waiting},
+             f"would shut lease {name!r} down" + (f" (still serving {', '.join(waiting)})"
+                                                 if waiting else ""))  # fmt: skip
+        return
+    with ledger.lock(f"lease:{name}"), _site(record) as site:
+        result = leases.shutdown(ledger, site, record, force=force)
+    emit(as_json, {"ok": True, "name": name, "phase": ledger.get_lease(name).phase, **result},
+         f"lease {name}: ended; pilots cancelled: "
+         f"{', '.join(result.get('stop', {}).get('cancelled_pilots', [])) or 'none'}")  # fmt: skip
+
+
+@cli.command("leases")
+@json_option
+def leases_command(as_json: bool) -> None:
+    """List every lease in the ledger with its phase and the exports that joined it.
+
+    \b
+    Example:
+      condor_lumberjack leases --json
+    """
+    ledger = Ledger()
+    records = ledger.leases()
+    lines = [f"{'NAME':24} {'PHASE':9} {'SITE':12} {'CREATED':20} EXPORTS"]
+    data = []
+    for r in records:
+        joined = [e.name for e in ledger.joined(r.name)]
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created))
+        lines.append(f"{r.name:24} {r.phase:9} {r.site:12} {created:20} {', '.join(joined) or '-'}")
+        data.append({**r.to_json(), "exports": joined})
+    if not records:
+        lines = [f"no leases in {ledger.path}"]
+    emit(as_json, {"ok": True, "ledger": str(ledger.path), "leases": data}, "\n".join(lines))

@@ -1,0 +1,269 @@
+"""Leases: a remote pool's central manager and its pilots at one site, that exports join.
+
+    lease create --> creating --(agent lease-start)--> active --lease shutdown-->
+    stopping --(agent lease-stop, remove)--> ended
+
+A lease is created before (or without) any export: its pilots wait in the batch queue
+while jobs are exported and shipped. An export made with `--lease NAME` keeps its own
+schedd and spool but no central manager or pilots of its own (see agent.joined_launch);
+it is fetched and imported on its own, and fetching it never touches the lease.
+
+Every step is recorded in the ledger before and after it acts and is idempotent, so
+`sync` finishes a lease left half-created or half-stopped by a crash, and ends an active
+lease whose pilots are gone (idle shutdown, walltime) once no joined export needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+from typing import Any
+
+from lumberjack.ap.agent_zipapp import build_agent
+from lumberjack.core.crashpoints import crash_point
+from lumberjack.errors import BadInput, Busy, LumberjackError
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.request import ResourceRequest
+from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger
+from lumberjack.state.lifecycle import (
+    Site,
+    _step,
+    check_runtime,
+    pool_plan,
+    request_info,
+    request_of,
+    ship_condor_release,
+)
+from lumberjack.state.phases import LeasePhase, Phase
+
+#: Phases of a joined export that still need the lease (its collector, new pilots).
+NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
+               Phase.LAUNCHED, Phase.RUNNING)  # fmt: skip
+
+
+def check_site(profile: SiteProfile) -> None:
+    """BadInput, in one line, for a site where leases cannot run (yet)."""
+    check_placement(profile)
+    check_runtime(profile)
+
+
+def check_placement(profile: SiteProfile) -> None:
+    """Leases need the central manager on the login node (placement "login"): with the
+    pool inside the allocation every pilot would be a pool of its own (future work)."""
+    if profile.schedd.placement == "allocation":
+        raise BadInput(
+            f"site {profile.name} runs the schedd inside the allocation ([schedd] placement = "
+            '"allocation"), where leases are not supported yet; export without --lease'
+        )
+
+
+def layout_of(record: LeaseRecord) -> ExportLayout:
+    return ExportLayout(record.info["remote_dir"])
+
+
+def _key(name: str) -> str:
+    """The lease's name among the ledger's steps and locks (never an export's name)."""
+    return f"lease:{name}"
+
+
+def create(ledger: Ledger, site: Site, name: str, request: ResourceRequest) -> dict[str, Any]:
+    """Record the lease, then start it at the site. Again for a lease still creating
+    (a crash): finishes it; any other existing name is refused."""
+    profile = site.profile
+    check_site(profile)
+    record = ledger.find_lease(name)
+    if record is None:
+        remote_dir = site.lease_dir(name)
+        if site.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
+            raise BadInput(
+                f"{remote_dir} already exists at site {profile.name}: an earlier lease of "
+                "that name; choose another name (or remove that directory)"
+            )
+        info = {"remote_dir": remote_dir, "request": request_info(request)}
+        record = ledger.create_lease(name, site=profile.name, info=info)
+    elif record.phase != LeasePhase.CREATING or record.site != profile.name:
+        raise BadInput(
+            f"a lease named {name!r} already exists (site {record.site}, {record.phase}); "
+            "choose another name"
+        )
+    return start(ledger, site, record)
+
+
+def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
+    """Directory, agent and plan at the site, then the agent's lease-start (pool and the
+    first round of pilots); idempotent."""
+    layout = layout_of(record)
+
+    def act() -> dict[str, Any]:
+        conn = site.conn
+        root = shlex.quote(layout.root)
+        conn.run(f"mkdir -p {root} && chmod 700 {root}")
+        conn.put_bytes(build_agent(), layout.agent, 0o700)
+        ship_condor_release(site, layout)
+        plan = pool_plan(request_of(record.info), site.profile, layout, f"lj-{layout.name}")
+        conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
+                       0o600)  # fmt: skip
+        crash_point("lease.after-dir")
+        answer = site.agent(layout, "lease-start")
+        crash_point("lease.before-ledger")
+        return answer
+
+    result = _step(ledger, _key(record.name), "create", act)
+    ledger.move_lease(record.name, "create")
+    return result
+
+
+def status(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
+    """Pilots, startds and joined schedds from the site (when it runs there), and the
+    exports the ledger says joined."""
+    answer: dict[str, Any] = {}
+    if record.phase in (LeasePhase.CREATING, LeasePhase.ACTIVE):
+        answer = site.agent(layout_of(record), "lease-status")
+    return {**answer, "exports": _joined(ledger, record.name)}
+
+
+def _joined(ledger: Ledger, name: str) -> list[dict[str, str]]:
+    return [{"name": r.name, "phase": r.phase.value} for r in ledger.joined(name)]
+
+
+def extend(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
+    """One more round of pilots, whatever runs."""
+    ledger.move_lease(record.name, "extend")
+    result = _step(
+        ledger, _key(record.name), "extend", lambda: site.agent(layout_of(record), "lease-extend")
+    )
+    ledger.update_lease_info(record.name, rounds=int(record.info.get("rounds", 1)) + 1)
+    return result
+
+
+def still_needed_by(ledger: Ledger, name: str) -> list[ExportRecord]:
+    """Joined exports whose jobs are (or will be) at the site and not yet fetched."""
+    return [r for r in ledger.joined(name) if r.phase in NEEDS_LEASE]
+
+
+def shutdown(
+    ledger: Ledger, site: Site, record: LeaseRecord, *, force: bool = False
+) -> dict[str, Any]:
+    """Cancel the pilots, stop the pool, remove the lease's directory at the site.
+    Refused while a joined export still needs the lease, unless `force` (its jobs then
+    wait idle until it is fetched)."""
+    waiting = still_needed_by(ledger, record.name)
+    if waiting and not force and record.phase != LeasePhase.STOPPING:
+        names = ", ".join(f"{r.name} ({r.phase})" for r in waiting)
+        raise BadInput(f"lease {record.name!r} still serves {names}; fetch them first, or --force")
+    ledger.move_lease(record.name, "shutdown")
+    layout = layout_of(record)
+
+    def act() -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        probe = site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False)
+        if probe.exited == 0:
+            result["stop"] = site.agent(layout, "lease-stop")
+            result["remote"] = site.agent(layout, "remove")
+        else:
+            result["remote"] = {"removed": False, "reason": "nothing at the site"}
+        crash_point("lease.before-ended")
+        return result
+
+    result = _step(ledger, _key(record.name), "shutdown", act)
+    ledger.move_lease(record.name, "ended")
+    return result
+
+
+def sync_one(ledger: Ledger, site: Site, record: LeaseRecord) -> list[str]:
+    """What `sync` does for a lease: finish a create or a shutdown a crash cut short;
+    end an active lease whose pilots are all gone once no joined export needs it."""
+    if record.phase == LeasePhase.CREATING:
+        start(ledger, site, record)
+        return ["created"]
+    if record.phase == LeasePhase.STOPPING:
+        shutdown(ledger, site, record)
+        return ["ended"]
+    if record.phase != LeasePhase.ACTIVE:
+        return []
+    answer = site.agent(layout_of(record), "lease-status")
+    if answer.get("pilots_alive") or still_needed_by(ledger, record.name):
+        return []
+    shutdown(ledger, site, ledger.get_lease(record.name))
+    return ["idle: ended"]
+
+
+#: The job attribute that opts a job into a lease (`+LumberjackLease = "NAME"` in its
+#: submit file): `sync` exports its cluster into lease NAME once all of it waits idle, so
+#: every node of a DAG runs at the site with no command per node.
+OPT_IN_ATTR = "LumberjackLease"
+
+
+def opted_in(schedd: Any, lease: str) -> list[int]:
+    """Clusters of the local schedd whose every job opted into `lease` and waits idle,
+    not exported yet (an exported job is Managed "External")."""
+    jobs = schedd.query(
+        f"{OPT_IN_ATTR} == {json.dumps(lease)}", ["ClusterId", "ProcId", "JobStatus", "Managed"]
+    )
+    clusters: dict[int, bool] = {}
+    for job in jobs:
+        ready = job.get("JobStatus") == 1 and job.get("Managed") != "External"
+        clusters[job["ClusterId"]] = clusters.get(job["ClusterId"], True) and ready
+    return sorted(cluster for cluster, ready in clusters.items() if ready)
+
+
+def export_opted_in(
+    ledger: Ledger, schedd: Any, sites: dict[str, Site], hold: bool = False
+) -> list[dict[str, Any]]:
+    """For every lease that exports may join: its opted-in clusters exported into it,
+    as one export named LEASE-DATE-TIME; `sync` then ships and launches it."""
+    from lumberjack.ap import export as export_mod
+    from lumberjack.cli.export_cmd import export_to_site  # the one way to export to a site
+    from lumberjack.profiles.sites import find_profile
+
+    results = []
+    for record in ledger.leases():
+        if record.phase not in (LeasePhase.CREATING, LeasePhase.ACTIVE):
+            continue
+        entry: dict[str, Any] = {"name": _key(record.name), "lease": record.name}
+        try:
+            clusters = opted_in(schedd, record.name)
+            if not clusters:
+                continue
+            if record.site not in sites:
+                sites[record.site] = Site(find_profile(record.site), hold=hold)
+            name = export_mod.default_name(record.name, taken=lambda n: ledger.find(n) is not None)
+            selection = export_mod.Selection(None, tuple(str(c) for c in clusters))
+            export_to_site(ledger, schedd, selection, record.site, name, False, {},
+                           False, sites[record.site], lease=record.name)  # fmt: skip
+            entry["steps"] = [f"exported clusters {', '.join(map(str, clusters))} as {name}"]
+            entry["export"] = name
+        except LumberjackError as exc:
+            entry["error"] = str(exc)
+            entry["exit_code"] = exc.exit_code
+        entry["phase"] = ledger.get_lease(record.name).phase.value
+        results.append(entry)
+    return results
+
+
+def sync(ledger: Ledger, sites: dict[str, Site], hold: bool = False) -> list[dict[str, Any]]:
+    """sync_one for every lease not ended, under its lock; one line of result each.
+    `sites` holds the connections of this sync (one per site, opened here if missing)."""
+    from lumberjack.profiles.sites import find_profile
+
+    results = []
+    for record in ledger.leases():
+        if record.phase == LeasePhase.ENDED:
+            continue
+        entry: dict[str, Any] = {"name": _key(record.name), "lease": record.name}
+        try:
+            with ledger.lock(_key(record.name)):
+                current = ledger.get_lease(record.name)
+                if current.site not in sites:
+                    sites[current.site] = Site(find_profile(current.site), hold=hold)
+                entry["steps"] = sync_one(ledger, sites[current.site], current)
+        except Busy:
+            entry["steps"] = ["busy: skipped"]
+        except LumberjackError as exc:
+            entry["error"] = str(exc)
+            entry["exit_code"] = exc.exit_code
+        entry["phase"] = ledger.get_lease(record.name).phase.value
+        results.append(entry)
+    return results

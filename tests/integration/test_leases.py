@@ -1,0 +1,279 @@
+"""Leases on the testbed: a lease (one pilot of two nodes) is created first and its
+startds wait; two exports join it at different times, each with its own schedd, run on
+the lease's startds, and come home on their own (byte-identical outputs) while the lease
+keeps running; `lease shutdown` then leaves nothing running at the site."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from journey import (
+    expected_outputs,
+    last_json,
+    lumberjack,
+    make_job_dir,
+    processes_of,
+    site_path,
+    site_run,
+    stop_at_site,
+    submit,
+    tree,
+)
+
+from lumberjack.core.crashpoints import ENV, POINTS
+
+pytestmark = pytest.mark.integration
+
+SITE_BASE = "/home/hpcuser/lumberjack"  # base_dir of site-profiles/testbed.toml
+JOBS = 4
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def poll(what: str, ask: Callable[[], dict], until: Callable[[dict], bool],
+         timeout: float = 300, every: float = 2) -> dict:  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = ask()
+        if until(answer):
+            return answer
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} after {timeout:.0f} s: {answer}")
+        time.sleep(every)
+
+
+def lease_status(name: str) -> dict:
+    return last_json(lumberjack("lease", "status", name, "--json"))
+
+
+def status(name: str) -> dict:
+    return last_json(lumberjack("status", name, "--json"))
+
+
+def started(answer: dict) -> bool:
+    return any(n for state, n in answer["jobs"].items() if state != "idle")
+
+
+def lease_processes(lease_dir: str) -> dict[int, str]:
+    return processes_of(lease_dir)
+
+
+def hosts(answer: dict) -> set[str]:
+    """The startds' machines (a partitionable slot and its dynamic ones share one)."""
+    return {s["name"].split("@", 1)[1] for s in answer["startds"]}
+
+
+def schedds(answer: dict) -> set[str]:
+    return {s["name"].split("@")[0] for s in answer["schedds"]}
+
+
+def slurm_jobs(prefix: str) -> list[str]:
+    listing = site_run("squeue -h -u hpcuser -o '%i %j %T'")
+    return [line for line in listing.splitlines() if f" {prefix}" in line]
+
+
+@pytest.fixture
+def at_site(site):
+    """Exports and leases this test made: stopped and removed at the site afterwards."""
+    made: dict[str, list[str]] = {"exports": [], "leases": []}
+    yield made
+    for name in made["exports"]:
+        stop_at_site(name, f"{SITE_BASE}/{name}")
+    for lease in made["leases"]:
+        lease_dir = f"{SITE_BASE}/lease-{lease}"
+        if site_path(lease_dir).exists():
+            agent = f"{lease_dir}/agent.pyz"
+            site_run(
+                f"test -f {agent} && python3 {agent} lease-stop {lease_dir}; "
+                f"python3 {agent} remove {lease_dir}; rm -rf {lease_dir}",
+                check=False,
+            )
+
+
+def join(workspace: Path, lease: str, label: str) -> tuple[str, Path, dict, int]:
+    """Submit JOBS jobs of a few seconds, export them into the lease and ship them."""
+    job_dir = make_job_dir(workspace, f"job-{label}")
+    cluster = submit(job_dir, JOBS, arguments="$(Process) $(code) 3")
+    before = tree(job_dir)
+    name = unique(label)
+    exported = last_json(
+        lumberjack("export", "--ids", str(cluster), "--lease", lease, "--name", name, "--json")
+    )
+    assert exported["lease"] == lease
+    assert exported["remote_dir"] == f"{SITE_BASE}/{name}"
+    lumberjack("ship", name, "--json")
+    return name, job_dir, before, cluster
+
+
+def come_home(name: str, job_dir: Path, before: dict) -> None:
+    fetched = last_json(lumberjack("fetch", name, "--json"))
+    assert fetched["phase"] == "fetched"
+    assert fetched["stop"]["cancelled_pilots"] == []  # the lease's pilots are not its own
+    imported = last_json(lumberjack("import", name, "--json"))
+    assert (imported["jobs"], imported["completed"]) == (JOBS, JOBS)
+    after = tree(job_dir)
+    expected = expected_outputs(job_dir, range(JOBS))
+    assert {path for path in after if path not in before} == set(expected)
+    assert {path: after[path] for path in expected} == expected
+
+
+def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: dict) -> None:
+    lease = unique("lease")
+    lease_dir = f"{SITE_BASE}/lease-{lease}"
+    at_site["leases"].append(lease)
+    created = last_json(
+        lumberjack(
+            "lease", "create", lease, "--site", "testbed", "--nodes", "2", "--cores", "2",
+            "--walltime", "20m", "--idle-shutdown", "10m", "--json",
+        )
+    )  # fmt: skip
+    assert created["phase"] == "active" and created["site"] == "testbed"
+    assert len(created["pilots"]["submitted"]) == 1  # one pilot of two nodes
+    assert created["pool"]["started"]
+    # Before any export: the pilot's two startds report to the lease's collector.
+    waiting = poll("two startds", lambda: lease_status(lease), lambda a: len(hosts(a)) == 2)
+    assert waiting["exports"] == [] and waiting["pilots_alive"]
+    assert {s["state"] for s in waiting["startds"]} == {"Unclaimed"}
+    assert [line for line in slurm_jobs(f"lj-lease-{lease}") if "RUNNING" in line]
+
+    first, dir_a, before_a, _ = join(workspace, lease, "first")
+    at_site["exports"].append(first)
+    launched = last_json(lumberjack("launch", first, "--json"))
+    assert launched["phase"] == "launched" and launched["lease"] == f"lease-{lease}"
+    assert launched["pool"]["started"]
+    assert launched["pilots"]["submitted"] == []  # the lease's pilot is alive
+    poll(f"{first} running", lambda: status(first), started)
+
+    second, dir_b, before_b, _ = join(workspace, lease, "second")
+    at_site["exports"].append(second)
+    t0 = time.monotonic()
+    lumberjack("launch", second, "--json")
+    poll(f"{second} running", lambda: status(second), started, every=0.5)
+    print(f"[leases] second export: launch to first job running {time.monotonic() - t0:.1f} s "
+          "(the lease's startds already up)")  # fmt: skip
+
+    # Both schedds report to the lease's collector.
+    both = lease_status(lease)
+    assert schedds(both) == {first, second}
+    assert {e["name"] for e in both["exports"]} == {first, second}
+
+    for name in (first, second):
+        poll(f"{name} finished", lambda name=name: status(name), lambda a: a["finished"],
+             timeout=400)  # fmt: skip
+
+    # The first comes home: only its schedd stops, the lease's pilot keeps running.
+    come_home(first, dir_a, before_a)
+    after_first = poll("the first schedd gone", lambda: lease_status(lease),
+                       lambda a: schedds(a) == {second}, timeout=120)  # fmt: skip
+    assert after_first["pilots_alive"] and len(hosts(after_first)) == 2
+    assert not [pid for pid, cmd in processes_of(f"{SITE_BASE}/{first}").items()
+                if "condor_" in cmd]  # fmt: skip
+    come_home(second, dir_b, before_b)
+
+    # A third cluster opts in by attribute: `sync` alone exports it into the lease as it
+    # waits idle, ships, launches, fetches and imports it (a DAG node needs no command).
+    dir_c = make_job_dir(workspace, "job-third")
+    submit(dir_c, JOBS, arguments="$(Process) $(code) 1", **{"MY.LumberjackLease": f'"{lease}"'})
+    before_c = tree(dir_c)
+    rounds = [last_json(lumberjack("sync", "--json"))]
+    third = next(e["export"] for e in rounds[0]["exports"] if e.get("export"))
+    at_site["exports"].append(third)
+    poll(f"{third} imported by sync", lambda: last_json(lumberjack("sync", "--json")),
+         lambda a: {e["name"]: e["phase"] for e in a["exports"]}.get(third) == "imported",
+         timeout=400, every=3)  # fmt: skip
+    after_c = tree(dir_c)
+    expected = expected_outputs(dir_c, range(JOBS))
+    assert {path for path in after_c if path not in before_c} == set(expected)
+    assert {path: after_c[path] for path in expected} == expected
+
+    listed = last_json(lumberjack("leases", "--json"))["leases"]
+    assert [(entry["name"], entry["exports"]) for entry in listed] == [
+        (lease, [first, second, third])
+    ]
+
+    ended = last_json(lumberjack("lease", "shutdown", lease, "--json"))
+    assert ended["phase"] == "ended" and ended["stop"]["pool_stopped"]
+    assert ended["stop"]["cancelled_pilots"] == created["pilots"]["submitted"]
+    assert not site_path(lease_dir).exists()
+    assert slurm_jobs(f"lj-lease-{lease}") == []
+    assert lease_processes(lease_dir) == {}
+    for name in (first, second, third):
+        assert processes_of(f"{SITE_BASE}/{name}") == {}
+        assert last_json(lumberjack("cleanup", name, "--json"))["phase"] == "cleaned"
+    assert last_json(lumberjack("leases", "--json"))["leases"][0]["phase"] == "ended"
+
+
+def test_time_to_first_job_without_a_lease(workspace: Path, state_dir: Path, at_site: dict):
+    """For comparison only (no assertion on seconds): an export with its own pool."""
+    job_dir = make_job_dir(workspace)
+    cluster = submit(job_dir, JOBS, arguments="$(Process) $(code) 3")
+    name = unique("alone")
+    at_site["exports"].append(name)
+    lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--nodes", "2",
+               "--cores", "2", "--walltime", "20m", "--name", name, "--json")  # fmt: skip
+    lumberjack("ship", name, "--json")
+    t0 = time.monotonic()
+    lumberjack("launch", name, "--json")
+    poll(f"{name} running", lambda: status(name), started, every=0.5)
+    print(f"[leases] export without a lease: launch to first job running "
+          f"{time.monotonic() - t0:.1f} s")  # fmt: skip
+    lumberjack("fetch", name, "--json")
+    lumberjack("import", name, "--json")
+
+
+LEASE_POINTS = [p for p in POINTS if p.startswith("lease.")]
+CREATE_POINTS = ["lease.after-dir", "lease.after-pool", "lease.before-ledger"]
+SHUTDOWN_POINTS = ["lease.after-pilots-gone", "lease.before-ended", None]
+
+
+def crashing(*args: str, crash: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    if crash:
+        env[ENV] = crash
+    return subprocess.run([sys.executable, "-m", "lumberjack", *args, "--json"],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+
+
+def test_a_crash_at_any_lease_step_is_finished_by_sync(
+    workspace: Path, state_dir: Path, at_site: dict
+) -> None:
+    """Each lease dies once while created and once while shut down, at every lease
+    point; `sync` finishes it: no lease leaked, no pilot orphaned, nothing left."""
+    assert sorted(CREATE_POINTS + [p for p in SHUTDOWN_POINTS if p]) == sorted(LEASE_POINTS)
+    for create_at, shutdown_at in zip(CREATE_POINTS, SHUTDOWN_POINTS):
+        lease = unique("crash")
+        lease_dir = f"{SITE_BASE}/lease-{lease}"
+        at_site["leases"].append(lease)
+        result = crashing("lease", "create", lease, "--site", "testbed", "--nodes", "1",
+                          "--walltime", "15m", crash=create_at)  # fmt: skip
+        said = f"crash point {create_at} reached"
+        assert result.returncode != 0 and said in result.stderr + result.stdout, result
+        assert last_json(lumberjack("leases", "--json"))["leases"][-1]["phase"] == "creating"
+        synced = [e for e in last_json(lumberjack("sync", "--json"))["exports"]
+                  if e.get("lease") == lease]  # fmt: skip
+        assert [(e["steps"], e["phase"]) for e in synced] == [(["created"], "active")], synced
+        assert len(slurm_jobs(f"lj-lease-{lease}-")) == 1  # one pilot, none orphaned
+        print(f"[lease crash] {create_at}: sync finished the create")
+
+        result = crashing("lease", "shutdown", lease, crash=shutdown_at)
+        if shutdown_at:
+            said = f"crash point {shutdown_at} reached"
+            assert result.returncode != 0 and said in result.stderr + result.stdout, result
+            synced = [e for e in last_json(lumberjack("sync", "--json"))["exports"]
+                      if e.get("lease") == lease]  # fmt: skip
+            assert [(e["steps"], e["phase"]) for e in synced] == [(["ended"], "ended")], synced
+            print(f"[lease crash] {shutdown_at}: sync finished the shutdown")
+        else:
+            assert result.returncode == 0, result.stderr
+        assert not site_path(lease_dir).exists()
+        assert slurm_jobs(f"lj-lease-{lease}-") == []
+        assert processes_of(lease_dir) == {}

@@ -1,0 +1,454 @@
+"""Leases without daemons: the ledger's lease records and their moves, the refusals of
+the command line (one line, exit code 2, nothing changed), and the configs a lease and a
+joined export's schedd run with (who may do what; the pilots' token scopes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.lease_cmd  # noqa: F401
+import lumberjack.cli.site_cmd  # noqa: F401
+from lumberjack.cli import cli
+from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.profiles.request import build_request
+from lumberjack.profiles.sites import find_profile
+from lumberjack.site import remote_pool
+from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.state import leases, lifecycle
+from lumberjack.state.ledger import Ledger
+from lumberjack.state.phases import LeasePhase, Phase
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ledger:
+    monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(tmp_path / "state"))
+    return Ledger()
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def add_lease(ledger: Ledger, name: str = "calib", site: str = "testbed") -> None:
+    request = build_request(find_profile(site))
+    ledger.create_lease(name, site=site, info={
+        "remote_dir": f"/home/hpcuser/lumberjack/lease-{name}",
+        "request": lifecycle.request_info(request),
+    })  # fmt: skip
+
+
+def add_export(ledger: Ledger, name: str, phase: Phase, lease: str | None) -> None:
+    info = {"remote_dir": f"/site/{name}"} | ({"lease": lease} if lease else {})
+    ledger.create(name, site="testbed", bundle_dir=Path("/nonexistent"), remote_spool="/s",
+                  owner="alice", clusters=[7], jobs=["7.0"], info=info)  # fmt: skip
+    ledger.set_phase(name, phase)
+
+
+# ---- the ledger ----------------------------------------------------------------------
+
+
+def test_a_lease_record_moves_through_its_phases(ledger: Ledger) -> None:
+    add_lease(ledger)
+    record = ledger.get_lease("calib")
+    assert (record.phase, record.site) == (LeasePhase.CREATING, "testbed")
+    assert record.info["request"]["site"] == "testbed"
+    assert ledger.move_lease("calib", "create") == LeasePhase.ACTIVE
+    assert ledger.move_lease("calib", "extend") == LeasePhase.ACTIVE
+    ledger.update_lease_info("calib", rounds=2)
+    assert ledger.move_lease("calib", "shutdown") == LeasePhase.STOPPING
+    assert ledger.move_lease("calib", "shutdown") == LeasePhase.STOPPING  # again: idempotent
+    assert ledger.move_lease("calib", "ended") == LeasePhase.ENDED
+    record = ledger.get_lease("calib")
+    assert record.phase == LeasePhase.ENDED and record.info["rounds"] == 2
+    assert json.loads(json.dumps(record.to_json()))["phase"] == "ended"
+    # Each move is in the steps, under the lease's own key (never an export's name).
+    steps = [s["step"] for s in ledger.steps("lease:calib")]
+    assert steps == ["phase:active", "phase:active", "phase:stopping", "phase:stopping",
+                     "phase:ended"]  # fmt: skip
+    assert ledger.list() == []
+
+
+@pytest.mark.parametrize(
+    ("phase", "step"),
+    [("creating", "extend"), ("ended", "join"), ("ended", "shutdown"), ("active", "ended")],
+)
+def test_moves_not_in_the_table_are_refused(ledger: Ledger, phase: str, step: str) -> None:
+    add_lease(ledger)
+    for move in {"active": ["create"], "ended": ["create", "shutdown", "ended"]}.get(phase, []):
+        ledger.move_lease("calib", move)
+    with pytest.raises(BadInput, match=f"lease 'calib' is {phase}; {step} needs phase"):
+        ledger.move_lease("calib", step)
+    assert ledger.get_lease("calib").phase == phase
+
+
+def test_lease_names_are_checked_and_unique(ledger: Ledger) -> None:
+    with pytest.raises(BadInput, match="lease name '../x' is not valid"):
+        ledger.create_lease("../x", site="testbed", info={})
+    add_lease(ledger)
+    with pytest.raises(BadInput, match="a lease named 'calib' already exists"):
+        add_lease(ledger)
+    with pytest.raises(BadInput, match="no lease named 'other'; known leases: calib"):
+        ledger.get_lease("other")
+    assert ledger.find_lease("other") is None
+
+
+def test_the_exports_of_a_lease_and_those_that_still_need_it(ledger: Ledger) -> None:
+    add_lease(ledger)
+    add_lease(ledger, "other")
+    add_export(ledger, "a", Phase.RUNNING, "calib")
+    add_export(ledger, "b", Phase.FETCHED, "calib")
+    add_export(ledger, "c", Phase.SHIPPED, "other")
+    add_export(ledger, "d", Phase.RUNNING, None)
+    assert [r.name for r in ledger.joined("calib")] == ["a", "b"]
+    assert [r.name for r in leases.still_needed_by(ledger, "calib")] == ["a"]
+    ledger.set_phase("a", Phase.FETCHED)
+    assert leases.still_needed_by(ledger, "calib") == []
+
+
+# ---- the command line ----------------------------------------------------------------
+
+
+def refused(result, match: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert match in lines[0], lines[0]
+
+
+def test_cli_refuses_a_bad_lease_name(ledger: Ledger) -> None:
+    refused(invoke("lease", "create", "bad name", "--site", "testbed"), "is not valid")
+    assert ledger.leases() == []
+
+
+def test_cli_refuses_an_unknown_site(ledger: Ledger) -> None:
+    refused(invoke("lease", "create", "calib", "--site", "nosuch"), "unknown site 'nosuch'")
+    assert ledger.leases() == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("lease", "status", "nope"),
+        ("lease", "extend", "nope"),
+        ("lease", "shutdown", "nope"),
+        ("export", "--ids", "7", "--lease", "nope"),
+        ("run", "--ids", "7", "--lease", "nope"),
+    ],
+)
+def test_cli_refuses_a_lease_not_found(ledger: Ledger, args: tuple[str, ...]) -> None:
+    refused(invoke(*args), "no lease named 'nope'")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("lease", "create", "calib", "--site", "testbed-alloc"),
+        ("export", "--ids", "7", "--lease", "calib", "--site", "testbed-alloc"),
+        ("run", "--ids", "7", "--lease", "calib", "--site", "testbed-alloc"),
+    ],
+)
+def test_cli_refuses_leases_at_allocation_placement(ledger: Ledger, args) -> None:
+    refused(invoke(*args), 'placement = "allocation"')
+    assert ledger.leases() == []
+
+
+def test_cli_refuses_request_flags_and_another_site_with_a_lease(ledger: Ledger) -> None:
+    add_lease(ledger)
+    refused(invoke("export", "--ids", "7", "--lease", "calib", "--nodes", "3"),
+            "--nodes: an export in lease 'calib' runs on the lease's pilots")  # fmt: skip
+    refused(invoke("export", "--ids", "7", "--lease", "calib", "--site", "testbed-nocontainer"),
+            "lease 'calib' is at site testbed, not testbed-nocontainer")  # fmt: skip
+    refused(invoke("export", "--ids", "7", "--lease", "calib", "--out", "/tmp/x"),
+            "takes no --out")  # fmt: skip
+    ledger.move_lease("calib", "shutdown")
+    ledger.move_lease("calib", "ended")
+    refused(invoke("export", "--ids", "7", "--lease", "calib"),
+            "lease 'calib' is ended; join needs phase")  # fmt: skip
+
+
+def test_cli_refuses_to_shut_a_lease_down_under_its_exports(ledger: Ledger) -> None:
+    add_lease(ledger)
+    ledger.move_lease("calib", "create")
+    add_export(ledger, "a", Phase.RUNNING, "calib")
+    dry = json.loads(invoke("lease", "shutdown", "calib", "--dry-run", "--json").output)
+    assert dry["waiting"] == ["a"]
+    with pytest.raises(BadInput, match=r"still serves a \(running\); fetch them first"):
+        leases.shutdown(ledger, None, ledger.get_lease("calib"))  # refused before the site
+    assert ledger.get_lease("calib").phase == LeasePhase.ACTIVE
+
+
+def test_cli_dry_run_creates_nothing(ledger: Ledger) -> None:
+    result = invoke("lease", "create", "calib", "--site", "testbed", "--nodes", "2",
+                    "--dry-run", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer["dry_run"] and answer["request"]["nodes"] == 2
+    assert ledger.leases() == []
+
+
+def test_leases_lists_each_lease_with_its_exports(ledger: Ledger) -> None:
+    assert "no leases in" in invoke("leases").output
+    add_lease(ledger)
+    add_export(ledger, "a", Phase.RUNNING, "calib")
+    listed = json.loads(invoke("leases", "--json").output)["leases"]
+    assert [(e["name"], e["phase"], e["site"], e["exports"]) for e in listed] == [
+        ("calib", "creating", "testbed", ["a"])
+    ]
+    assert "calib" in invoke("leases").output
+    assert "(lease calib)" in invoke("exports").output
+
+
+@pytest.mark.parametrize("command", ["create", "status", "extend", "shutdown"])
+def test_every_lease_command_has_examples(command: str) -> None:
+    text = invoke("lease", command, "--help").output
+    assert "Example" in text and f"lease {command}" in text and "--json" in text
+
+
+# ---- configs -------------------------------------------------------------------------
+
+
+def config_values(text: str) -> dict[str, str]:
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.partition("=")
+        values[name.strip().upper()] = value.strip()
+    return values
+
+
+LEASE = ExportLayout("/home/hpcuser/lumberjack/lease-calib")
+EXPORT = ExportLayout("/home/hpcuser/lumberjack/run-1")
+
+
+def settings(layout: ExportLayout, **more) -> PoolSettings:
+    return PoolSettings(layout=layout, site_user="hpcuser", address="10.0.0.5", port=40123,
+                        image="/images/site.sif", **more)  # fmt: skip
+
+
+def joined() -> PoolSettings:
+    lease = settings(LEASE)
+    return settings(EXPORT, domain=lease.trust_domain)
+
+
+def test_a_lease_runs_collector_and_negotiator_only() -> None:
+    values = config_values(remote_pool.lease_config(settings(LEASE)))
+    assert values["DAEMON_LIST"] == "MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR"
+    assert values["TRUST_DOMAIN"] == "lumberjack-lease-calib"
+    assert values["SEC_PASSWORD_DIRECTORY"] == "$(LOCAL_DIR)/passwords.d"
+    assert values["LOCAL_DIR"] == f"{LEASE.root}/pool/local"
+
+
+def test_a_joined_schedd_reports_to_the_lease_in_its_trust_domain() -> None:
+    values = config_values(remote_pool.joined_schedd_config(joined(), LEASE))
+    assert values["DAEMON_LIST"] == "MASTER, SCHEDD"
+    assert values["COLLECTOR_HOST"] == "10.0.0.5:40123"
+    assert values["USE_SHARED_PORT"] == "FALSE"
+    assert values["TRUST_DOMAIN"] == values["UID_DOMAIN"] == "lumberjack-lease-calib"
+    assert values["SEC_PASSWORD_DIRECTORY"] == f"{LEASE.root}/pool/local/passwords.d"
+    assert values["SPOOL"] == EXPORT.spool  # its own queue
+    assert values["SCHEDD_NAME"] == "run-1@lumberjack-lease-calib"  # unique in the lease
+    with pytest.raises(ValueError, match="trust domain"):
+        remote_pool.joined_schedd_config(settings(EXPORT), LEASE)
+
+
+@pytest.mark.parametrize("which", ["lease", "joined", "pilot"])
+def test_the_pilots_of_a_lease_may_only_read_and_advertise(which: str) -> None:
+    lease = settings(LEASE)
+    text = {
+        "lease": lambda: remote_pool.lease_config(lease),
+        "joined": lambda: remote_pool.joined_schedd_config(joined(), LEASE),
+        "pilot": lambda: remote_pool.pilot_config(lease),
+    }[which]()
+    values = config_values(text)
+    pilot = "pilot@lumberjack-lease-calib"
+    allowed = {k: v.split() for k, v in values.items() if k.startswith("ALLOW_")}
+    assert allowed["ALLOW_ADVERTISE_STARTD"] == [pilot]
+    assert {k for k, ids in allowed.items() if pilot in ids} == {
+        "ALLOW_READ", "ALLOW_ADVERTISE_STARTD", "ALLOW_ADVERTISE_MASTER",
+    }  # fmt: skip
+    everyone = {i for ids in allowed.values() for i in ids}
+    assert everyone == {"hpcuser@lumberjack-lease-calib", "condor@lumberjack-lease-calib", pilot}
+    assert remote_pool.PILOT_AUTHZ == ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
+
+
+def test_a_joined_exports_plan_names_its_lease_and_binds_it(ledger: Ledger) -> None:
+    profile = find_profile("testbed")
+    request = build_request(profile)
+    ledger.create("run-1", site="testbed", bundle_dir=Path("/b"), remote_spool="/s",
+                  owner="alice", clusters=[7], jobs=["7.0"],
+                  info={"remote_dir": EXPORT.root, "request": lifecycle.request_info(request),
+                        "lease": "calib", "lease_dir": LEASE.root})  # fmt: skip
+    plan = lifecycle.launch_plan(ledger.get("run-1"), profile, EXPORT)
+    assert plan["lease"] == LEASE.root
+    assert plan["binds"] == [*profile.container.bind, LEASE.root]
+    lease_plan = lifecycle.pool_plan(request, profile, LEASE, f"lj-{LEASE.name}")
+    assert "lease" not in lease_plan
+    assert lease_plan["spec"]["name"] == "lj-lease-calib"
+
+
+# ---- create, shutdown and sync against the in-memory site ------------------------------
+
+
+def _fake_site():  # -> module
+    from conftest import load_fixture_module
+
+    return load_fixture_module("fake_site")
+
+
+fake = _fake_site()
+
+
+class LeaseSite(fake.FakeSite):
+    """The fake site with the agent's lease commands: a lease's pool and pilots."""
+
+    def __init__(self) -> None:
+        super().__init__(None, "/nonexistent")
+        self.lease_pool = False
+
+    def agent_answer(self, command: str, root: str) -> dict:
+        if command in self.agent_error:
+            return {"error": self.agent_error[command]}
+        return getattr(self, "_agent_" + command.replace("-", "_"))(root)
+
+    def _agent_lease_start(self, root: str) -> dict:
+        plan = json.loads(self.connection.files[f"{root}/launch.json"])
+        started, self.lease_pool = not self.lease_pool, True
+        submitted = []
+        if not any(state in fake.ALIVE for state in self.pilots.values()):
+            submitted = [str(2000 + len(self.pilots))]
+            self.pilots[submitted[0]] = "queued"
+        return {"pool": {"started": started}, "pilots": {"submitted": submitted},
+                "nodes": plan["spec"]["nodes"]}  # fmt: skip
+
+    def _agent_lease_status(self, root: str) -> dict:
+        alive = any(state in fake.ALIVE for state in self.pilots.values())
+        return {"pool_running": self.lease_pool, "pilots": dict(self.pilots),
+                "pilots_alive": alive, "startds": [], "schedds": []}  # fmt: skip
+
+    def _agent_lease_stop(self, root: str) -> dict:
+        cancelled = [p for p, state in self.pilots.items() if state in fake.ALIVE]
+        for pilot in cancelled:
+            self.pilots[pilot] = "cancelled"
+        self.lease_pool = False
+        return {"cancelled_pilots": cancelled, "pool_stopped": True}
+
+
+LEASE_DIR = "/home/hpcuser/lumberjack/lease-calib"
+
+
+class Queue(fake.FakeSchedd):
+    """The local schedd's queue as `query` answers it: the ads given, filtered by the
+    one constraint sync asks (LumberjackLease == "NAME")."""
+
+    def __init__(self, *jobs: dict) -> None:
+        super().__init__()
+        self.jobs = list(jobs)
+        self.asked: list[str] = []
+
+    def query(self, constraint: str, projection: list[str]) -> list[dict]:
+        self.asked.append(constraint)
+        attr, _, value = constraint.partition(" == ")
+        return [j for j in self.jobs if json.dumps(j.get(attr)) == value]
+
+
+def job(cluster: int, proc: int, lease: str | None = "calib", status: int = 1, **more) -> dict:
+    return {"ClusterId": cluster, "ProcId": proc, "JobStatus": status,
+            **({leases.OPT_IN_ATTR: lease} if lease else {}), **more}  # fmt: skip
+
+
+def test_only_whole_idle_clusters_that_opted_in_are_ready() -> None:
+    queue = Queue(
+        job(5, 0), job(5, 1),  # ready
+        job(6, 0), job(6, 1, status=2),  # one job runs: not yet
+        job(7, 0, lease="other"),  # another lease's
+        job(8, 0, lease=None),  # not opted in
+        job(9, 0, Managed="External"),  # already exported
+    )  # fmt: skip
+    assert leases.opted_in(queue, "calib") == [5]
+    assert queue.asked == ['LumberjackLease == "calib"']
+    assert leases.opted_in(queue, "other") == [7]
+
+
+def create(ledger: Ledger, site: LeaseSite) -> dict:
+    return leases.create(ledger, site, "calib", build_request(site.profile, nodes=2))
+
+
+def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
+    site = LeaseSite()
+    answer = create(ledger, site)
+    assert answer["pilots"]["submitted"] == ["2000"] and answer["nodes"] == 2
+    record = ledger.get_lease("calib")
+    assert record.phase == LeasePhase.ACTIVE and record.info["remote_dir"] == LEASE_DIR
+    assert f"{LEASE_DIR}/agent.pyz" in site.connection.files
+    assert json.loads(site.connection.files[f"{LEASE_DIR}/launch.json"])["spec"]["name"] == (
+        "lj-lease-calib"
+    )
+    with pytest.raises(BadInput, match="a lease named 'calib' already exists"):
+        create(ledger, site)
+    ended = leases.shutdown(ledger, site, ledger.get_lease("calib"))
+    assert ended["stop"]["cancelled_pilots"] == ["2000"]
+    assert ledger.get_lease("calib").phase == LeasePhase.ENDED
+    assert not site.lease_pool and not [p for p in site.connection.files if "lease-" in p]
+
+
+def test_sync_finishes_a_create_that_failed_half_way(ledger: Ledger) -> None:
+    site = LeaseSite()
+    site.agent_error["lease-start"] = "apptainer: cannot start the instance"
+    with pytest.raises(LumberjackError, match="cannot start the instance"):
+        create(ledger, site)
+    assert ledger.get_lease("calib").phase == LeasePhase.CREATING
+    del site.agent_error["lease-start"]
+    queue = Queue()  # nothing opted in
+    results = lifecycle.sync(ledger, sites={"testbed": site}, schedd=queue)
+    assert queue.asked == ['LumberjackLease == "calib"']
+    assert [(r["lease"], r["steps"], r["phase"]) for r in results] == [
+        ("calib", ["created"], "active")
+    ]
+    assert list(site.pilots) == ["2000"]  # one round, not two
+
+
+def test_sync_ends_an_idle_lease_only_when_no_export_needs_it(ledger: Ledger) -> None:
+    site = LeaseSite()
+    create(ledger, site)
+    add_export(ledger, "a", Phase.RUNNING, "calib")
+    # Pilots alive: nothing to do.
+    results = leases.sync(ledger, {"testbed": site})
+    assert results[0]["steps"] == [] and results[0]["phase"] == "active"
+    site.pilots_end()  # idle shutdown: the pilots are gone
+    results = leases.sync(ledger, {"testbed": site})
+    assert results[0]["phase"] == "active"  # export a still needs the lease
+    ledger.set_phase("a", Phase.FETCHED)
+    results = leases.sync(ledger, {"testbed": site})
+    assert (results[0]["steps"], results[0]["phase"]) == (["idle: ended"], "ended")
+    assert leases.sync(ledger, {"testbed": site}) == []  # ended leases are left alone
+
+
+def test_sync_finishes_a_shutdown_that_failed_half_way(ledger: Ledger) -> None:
+    site = LeaseSite()
+    create(ledger, site)
+    site.agent_error["remove"] = "the pool of lease-calib still runs; stop it first"
+    with pytest.raises(LumberjackError, match="still runs"):
+        leases.shutdown(ledger, site, ledger.get_lease("calib"))
+    assert ledger.get_lease("calib").phase == LeasePhase.STOPPING
+    del site.agent_error["remove"]
+    results = leases.sync(ledger, {"testbed": site})
+    assert (results[0]["steps"], results[0]["phase"]) == (["ended"], "ended")
+    assert not [p for p in site.connection.files if "lease-" in p]
+
+
+def test_the_agent_looks_for_daemons_by_names_proc_can_hold() -> None:
+    """/proc/PID/comm keeps 15 characters: "condor_collector" would never be found."""
+    import re
+
+    from lumberjack.site import agent
+
+    source = Path(agent.__file__).read_text()
+    names = re.findall(r'pool_processes\([^,()]+, "([^"]+)"\)', source)
+    assert "condor_master" in names and "condor_schedd" in names
+    assert [n for n in names if len(n) > 15] == []
