@@ -108,7 +108,8 @@ def markdown(results: dict) -> str:
             ident = row_of.__name__.lstrip("_").upper()
             row = (ident, f"(section `{section}` not in these results)", "—", "—", "—")
         lines.append("| " + " | ".join(row) + " |")
-    return (
-        "## Targets\n\nEach row from the sections below (P4 is not a target of this run).\n\n"
-        + ("\n".join(lines) + "\n\n")
+    intro = (
+        "The issue's targets, each from the section below that measures it; a section not "
+        "rerun keeps\nits last figures (the header names the sections of this run).\n\n"
     )
+    return "## Targets\n\n" + intro + "\n".join(lines) + "\n\n"
