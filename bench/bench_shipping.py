@@ -158,11 +158,11 @@ def profiled_upload(profile: SiteProfile, local: Path, remote: str, files, kind:
     stats = pstats.Stats(profilers[0], stream=out)
     for other in profilers[1:]:
         stats.add(other)
-    stats.sort_stats("tottime").print_stats(PROFILE_LINES)
+    # File names without their directories: the table says what, not where on this machine.
+    stats.strip_dirs().sort_stats("tottime").print_stats(PROFILE_LINES)
     lines = [line for line in out.getvalue().splitlines() if line.strip()]
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
-    root = str(ROOT) + "/"
-    table = [line.replace(root, "") for line in lines[start:]]
+    table = lines[start:]
     return f"{kind}, {seconds:.2f} s under cProfile (all threads):\n" + "\n".join(table)
 
 
