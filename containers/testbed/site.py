@@ -165,7 +165,7 @@ class Site:
     # ---- life cycle ---------------------------------------------------------------
 
     def is_running(self) -> bool:
-        return self.pid_file.exists() and testbed._alive(int(self.pid_file.read_text()))
+        return testbed.recorded_pid(self.pid_file) is not None
 
     def up(self, rootfs: Path, timeout: float = 60.0) -> None:
         if self.is_running():
@@ -183,7 +183,7 @@ class Site:
             logfile=self.root / "anchor.out",
             env=self.client_env(),
         )
-        self.pid_file.write_text(str(pid))
+        testbed.record_pid(self.pid_file, pid)
         self._wait_ready(rootfs, started + timeout)
         log(f"site {HOSTNAME} up in {time.monotonic() - started:.1f} s")
 
@@ -207,10 +207,11 @@ class Site:
         os.replace(partial, target)
 
     def down(self) -> None:
-        if self.pid_file.exists():
+        pid = testbed.recorded_pid(self.pid_file)
+        if pid is not None:
             log("stopping the site")
-            stop_pid(int(self.pid_file.read_text()), timeout=15)
-            self.pid_file.unlink()
+            stop_pid(pid, timeout=15)
+        self.pid_file.unlink(missing_ok=True)
         self._sweep_netns()
         remove_network()
         remove_cgroups()

@@ -303,6 +303,32 @@ def stop_pid(pid: int, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
+def record_pid(path: Path, pid: int) -> None:
+    """Write `pid` with its start time: a later run must never take (or signal) another
+    process that was given the same number after ours died."""
+    path.write_text(f"{pid} {_start_time(pid)}\n")
+
+
+def recorded_pid(path: Path) -> int | None:
+    """The PID in `path` if that very process (same start time) is still alive, else None.
+    A file without a start time cannot prove the process is ours: None."""
+    try:
+        pid_text, started = path.read_text().split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) and _start_time(pid) == started else None
+
+
+def _start_time(pid: int) -> str | None:
+    # Field 22 of /proc/PID/stat, in clock ticks since boot; the fields after the
+    # command name, which may itself hold spaces and parentheses.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
@@ -443,7 +469,7 @@ ENABLE_IPV6 = FALSE
         return [str(testbed_dir())]
 
     def is_running(self) -> bool:
-        return self.pid_file.exists() and _alive(int(self.pid_file.read_text()))
+        return recorded_pid(self.pid_file) is not None
 
     def start(self, rootfs: Path) -> None:
         if self.is_running():
@@ -457,7 +483,7 @@ ENABLE_IPV6 = FALSE
             logfile=self.root / "master.out",
             env={"CONDOR_CONFIG": str(self.config_file)},
         )
-        self.pid_file.write_text(str(pid))
+        record_pid(self.pid_file, pid)
         self._wait_for_schedd(rootfs)
         self._make_client_token(rootfs)
 
@@ -503,9 +529,10 @@ ENABLE_IPV6 = FALSE
             out.write(token)
 
     def stop(self) -> None:
-        if self.pid_file.exists():
-            stop_pid(int(self.pid_file.read_text()))
-            self.pid_file.unlink()
+        pid = recorded_pid(self.pid_file)
+        if pid is not None:
+            stop_pid(pid)
+        self.pid_file.unlink(missing_ok=True)
 
 
 ACCESS_POINT = Pool("lj-ap", 29618)
@@ -538,8 +565,10 @@ def up() -> dict[str, str]:
 def down() -> None:
     tb = testbed_dir()
     for pid_file in sorted(tb.glob("*/master.pid")):
-        log(f"stopping {pid_file.parent.name}")
-        stop_pid(int(pid_file.read_text()))
+        pid = recorded_pid(pid_file)
+        if pid is not None:
+            log(f"stopping {pid_file.parent.name}")
+            stop_pid(pid)
         pid_file.unlink()
     site().down()
 
