@@ -40,9 +40,8 @@ import testbed  # noqa: E402
 
 from lumberjack.ap import export as export_mod  # noqa: E402
 from lumberjack.ap.schedd import LocalSchedd  # noqa: E402
-from lumberjack.cli.export_cmd import export_to_site  # noqa: E402
 from lumberjack.profiles.sites import find_profile  # noqa: E402
-from lumberjack.state import lifecycle  # noqa: E402
+from lumberjack.state import lifecycle, site_export  # noqa: E402
 from lumberjack.state.ledger import Ledger  # noqa: E402
 
 EXPORTS = 50
@@ -86,7 +85,8 @@ def make_exports(work: Path, tag: str) -> tuple[list[str], list[int]]:
             name = f"bench-sync-{tag}-{n:02d}"
             selection = export_mod.Selection(None, (str(cluster),))
             flags = {"nodes": 1, "cores": 1, "walltime": "10m"}
-            export_to_site(ledger, schedd, selection, "testbed", name, False, flags, False, site)
+            bound = site_export.prepare(ledger, schedd, selection, "testbed", name, flags, site)
+            bound.write(schedd, ledger)
             lifecycle.ship(ledger, site, ledger.get(name))
             names.append(name)
     return names, clusters

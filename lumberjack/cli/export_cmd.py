@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +14,9 @@ from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import (
-    REQUEST_OPTION_NAMES,
-    request_from_options,
-    request_options,
-)
+from lumberjack.cli.request_options import request_options
 from lumberjack.errors import BadInput, LumberjackError
-from lumberjack.state import phases
+from lumberjack.state import leases, phases, site_export
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase
 
@@ -100,7 +94,7 @@ def export_command(
     if lease is not None:
         if out is not None:
             raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
-        site = lease_site(ledger, lease, site, request_flags)
+        site = leases.site_to_join(ledger, lease, site, request_flags)
     if (out is None) == (site is None):
         raise BadInput("give either --site SITE, or --out DIR for an offline bundle")
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
@@ -108,11 +102,9 @@ def export_command(
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
     schedd = LocalSchedd()
     if site is not None:
-        answer = export_to_site(
-            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json,
-            lease=lease,
-        )  # fmt: skip
-        emit(as_json, *answer)
+        bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags,
+                                    lease=lease)  # fmt: skip
+        emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
         return
     if not remote_spool:
         raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
@@ -122,119 +114,26 @@ def export_command(
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))
         return
-    emit(as_json, *_run_export(schedd, ledger, plan, jobs, None, show_progress=not as_json))
+    with for_command(as_json).task("copying inputs", plan.input_bytes) as advance:
+        written = export_mod.run_export(schedd, ledger, plan, jobs, site=None, progress=advance)
+    emit(as_json, {"ok": True, **plan.to_json(), **written}, _plan_text(plan, dry=False))
 
 
-def export_to_site(
-    ledger: Ledger,
+def site_export_answer(
     schedd: LocalSchedd,
-    selection: export_mod.Selection,
-    site: str,
-    name: str,
+    ledger: Ledger,
+    bound: site_export.SiteExport,
     dry_run: bool,
-    request_flags: dict[str, object],
-    show_progress: bool = True,
-    held: Any = None,
-    lease: str | None = None,
-) -> tuple[dict[str, Any], str]:
-    """Export for a site: request checked against the profile before any login, then
-    one SSH connection (`held`, a lifecycle.Site the caller keeps open, or one of its
-    own) resolves where the export will live there. What to print: the JSON object and
-    the text. With `lease` (checked by lease_site) the request is the lease's."""
-    from lumberjack.profiles.request import report_dict, report_lines
-    from lumberjack.profiles.sites import find_profile
-    from lumberjack.state import lifecycle
-
-    profile = find_profile(site)
-    jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
-    lease_info: dict[str, Any] = {}
-    if lease is not None:
-        lease_record = ledger.get_lease(lease)
-        request = lifecycle.request_of(lease_record.info)
-        lease_info = {"lease": lease, "lease_dir": lease_record.info["remote_dir"]}
-    else:
-        request = request_from_options(
-            profile, job_runtimes_s=export_mod.runtimes_s(jobs), **request_flags
-        )
-    report = report_lines(request, profile)
-    with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
-        remote_dir = connection.export_dir(name)
-        # An older export's directory (its queue already placed) would be reused as is.
-        if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
-            raise BadInput(
-                f"{remote_dir} already exists at site {site}: an earlier export of that name; "
-                "choose another --name (or remove that directory)"
-            )
-    bundle_dir = ledger.bundles_dir() / name
-    plan, jobs, _ = export_mod.plan_export(
-        schedd, selection, name=name, bundle_dir=bundle_dir,
-        remote_spool=f"{remote_dir}/spool",
-    )  # fmt: skip
-    info = {"remote_dir": remote_dir, "request": lifecycle.request_info(request), **lease_info}
-    extra = {"site": site, "remote_dir": remote_dir, "request": report_dict(request, profile),
-             **lease_info}  # fmt: skip
-    if dry_run:
-        text = _plan_text(plan, dry=True) + "\n" + "\n".join(report)
-        return {"ok": True, "dry_run": True, **plan.to_json(), **extra}, text
-    return _run_export(
-        schedd, ledger, plan, jobs, site, show_progress=show_progress,
-        extra=extra, info=info, report=report,
-    )  # fmt: skip
-
-
-def lease_site(
-    ledger: Ledger, lease: str, site: str | None, request_flags: dict[str, object]
-) -> str:
-    """The site of lease `lease`, which an export may join now; BadInput (one line) for
-    a site where leases do not run, an unknown lease, another --site, request flags."""
-    from lumberjack.profiles.sites import find_profile
-    from lumberjack.state import leases
-    from lumberjack.state.phases import lease_move
-
-    if site is not None:
-        leases.check_placement(find_profile(site))
-    record = ledger.get_lease(lease)
-    if site is not None and site != record.site:
-        raise BadInput(f"lease {lease!r} is at site {record.site}, not {site}; drop --site")
-    leases.check_site(find_profile(record.site))
-    lease_move(record.phase, "join", lease)
-    given = [n for n in REQUEST_OPTION_NAMES if request_flags.get(n) is not None]
-    if given:
-        flags = ", ".join("--" + n.replace("_", "-") for n in given)
-        raise BadInput(
-            f"{flags}: an export in lease {lease!r} runs on the lease's pilots; "
-            "give the request to `lease create` (more pilots: `lease extend`)"
-        )
-    return record.site
-
-
-def _run_export(
-    schedd: LocalSchedd,
-    ledger: Ledger,
-    plan: export_mod.Plan,
-    jobs: list[dict],
-    site: str | None,
-    *,
     show_progress: bool,
-    extra: dict | None = None,
-    info: dict | None = None,
-    report: list[str] | None = None,
 ) -> tuple[dict[str, Any], str]:
-    with for_command(not show_progress).task("copying inputs", plan.input_bytes) as advance:
-        written = export_mod.run_export(
-            schedd, ledger, plan, jobs, site=site, info=info, progress=advance
-        )
-    data = {
-        "ok": True,
-        **plan.to_json(),
-        **(extra or {}),
-        "files": written["files"],
-        "bytes": written["bytes"],
-    }
-    text = _plan_text(plan, dry=False)
-    if report:
-        text += "\n" + "\n".join(report) + f"\nnext: condor_lumberjack ship {plan.name}"
-    return data, text
+    """Write a checked site export (or only show it): the JSON answer and the text."""
+    report = "\n" + "\n".join(bound.report)
+    if dry_run:
+        return bound.dry_run(), _plan_text(bound.plan, dry=True) + report
+    with for_command(not show_progress).task("copying inputs", bound.plan.input_bytes) as advance:
+        answer = bound.write(schedd, ledger, advance)
+    next_step = f"\nnext: condor_lumberjack ship {bound.plan.name}"
+    return answer, _plan_text(bound.plan, dry=False) + report + next_step
 
 
 def _plan_text(plan: export_mod.Plan, dry: bool) -> str:

@@ -13,22 +13,14 @@ from typing import Any, Callable, TypeVar
 import click
 
 from lumberjack.profiles.model import SiteProfile
-from lumberjack.profiles.request import ResourceRequest, RuntimeLike, build_request
+from lumberjack.profiles.request import (
+    REQUEST_FIELDS,
+    ResourceRequest,
+    RuntimeLike,
+    build_request,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: The keyword names request_options adds to a command (and request_from_options takes).
-REQUEST_OPTION_NAMES = (
-    "nodes",
-    "cores",
-    "memory",
-    "gpus",
-    "walltime",
-    "queue",
-    "allocation",
-    "pilots",
-    "idle_shutdown",
-)
 
 _OPTIONS = (
     click.option(
@@ -81,5 +73,5 @@ def request_from_options(
 ) -> ResourceRequest:
     """A checked ResourceRequest from the flags' values (other keyword names are ignored,
     so a command may pass all of its parameters). Raises BadInput."""
-    flags = {name: opts.get(name) for name in REQUEST_OPTION_NAMES}
+    flags = {name: opts.get(name) for name in REQUEST_FIELDS}
     return build_request(profile, job_runtimes_s=job_runtimes_s, **flags)

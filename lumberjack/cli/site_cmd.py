@@ -305,25 +305,25 @@ def run_command(
     """
     from lumberjack.ap import export as export_mod
     from lumberjack.ap.schedd import LocalSchedd
-    from lumberjack.cli.export_cmd import export_to_site, lease_site
+    from lumberjack.cli.export_cmd import site_export_answer
     from lumberjack.errors import BadInput
     from lumberjack.profiles.sites import find_profile
+    from lumberjack.state import leases, site_export
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
     ledger = Ledger()
     if lease is not None:
-        site = lease_site(ledger, lease, site, request_flags)
+        site = leases.site_to_join(ledger, lease, site, request_flags)
     if site is None:
         raise BadInput("give --site SITE (or --lease NAME)")
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     schedd = LocalSchedd()
     held = lifecycle.Site(find_profile(site))  # the one connection of every step
     with held:
-        exported, text = export_to_site(
-            ledger, schedd, selection, site, name, dry_run, request_flags, not as_json, held,
-            lease=lease,
-        )  # fmt: skip
+        bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags, held,
+                                    lease=lease)  # fmt: skip
+        exported, text = site_export_answer(schedd, ledger, bound, dry_run, not as_json)
         if dry_run:
             emit(as_json, exported, text)
             return

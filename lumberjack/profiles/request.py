@@ -44,6 +44,20 @@ from lumberjack.errors import BadInput
 from lumberjack.profiles.model import Queue, SiteProfile
 from lumberjack.site.batch import PilotSpec
 
+#: What a person may ask for: build_request's keyword names, and the flags of every
+#: command that takes a request (--idle-shutdown for idle_shutdown).
+REQUEST_FIELDS = (
+    "nodes",
+    "cores",
+    "memory",
+    "gpus",
+    "walltime",
+    "queue",
+    "allocation",
+    "pilots",
+    "idle_shutdown",
+)
+
 WALLTIME_MARGIN_S = 600
 SHUTDOWN_MARGIN_S = 300
 MIN_ACCEPT_S = 60

@@ -36,7 +36,7 @@ from lumberjack.state.lifecycle import (
     request_of,
     ship_condor_release,
 )
-from lumberjack.state.phases import LeasePhase, Phase
+from lumberjack.state.phases import LeasePhase, Phase, lease_move
 
 #: Phases of a joined export that still need the lease (its collector, new pilots).
 NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
@@ -196,6 +196,31 @@ def sync_one(ledger: Ledger, site: Site, record: LeaseRecord) -> list[str]:
 OPT_IN_ATTR = "LumberjackLease"
 
 
+def site_to_join(
+    ledger: Ledger, lease: str, site: str | None, request_flags: dict[str, object]
+) -> str:
+    """The site of lease `lease`, which an export may join now; BadInput (one line) for
+    a site where leases do not run, an unknown lease, another --site, request flags."""
+    from lumberjack.profiles.request import REQUEST_FIELDS
+    from lumberjack.profiles.sites import find_profile
+
+    if site is not None:
+        check_placement(find_profile(site))
+    record = ledger.get_lease(lease)
+    if site is not None and site != record.site:
+        raise BadInput(f"lease {lease!r} is at site {record.site}, not {site}; drop --site")
+    check_site(find_profile(record.site))
+    lease_move(record.phase, "join", lease)
+    given = [n for n in REQUEST_FIELDS if request_flags.get(n) is not None]
+    if given:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise BadInput(
+            f"{flags}: an export in lease {lease!r} runs on the lease's pilots; "
+            "give the request to `lease create` (more pilots: `lease extend`)"
+        )
+    return record.site
+
+
 def opted_in(schedd: Any, lease: str) -> list[int]:
     """Clusters of the local schedd whose every job opted into `lease` and waits idle,
     not exported yet (an exported job is Managed "External")."""
@@ -215,8 +240,8 @@ def export_opted_in(
     """For every lease that exports may join: its opted-in clusters exported into it,
     as one export named LEASE-DATE-TIME; `sync` then ships and launches it."""
     from lumberjack.ap import export as export_mod
-    from lumberjack.cli.export_cmd import export_to_site  # the one way to export to a site
     from lumberjack.profiles.sites import find_profile
+    from lumberjack.state import site_export
 
     results = []
     for record in ledger.leases():
@@ -231,8 +256,10 @@ def export_opted_in(
                 sites[record.site] = Site(find_profile(record.site), hold=hold)
             name = export_mod.default_name(record.name, taken=lambda n: ledger.find(n) is not None)
             selection = export_mod.Selection(None, tuple(str(c) for c in clusters))
-            export_to_site(ledger, schedd, selection, record.site, name, False, {},
-                           False, sites[record.site], lease=record.name)  # fmt: skip
+            site_export.prepare(
+                ledger, schedd, selection, record.site, name, {}, sites[record.site],
+                lease=record.name,
+            ).write(schedd, ledger)  # fmt: skip
             entry["steps"] = [f"exported clusters {', '.join(map(str, clusters))} as {name}"]
             entry["export"] = name
         except LumberjackError as exc:

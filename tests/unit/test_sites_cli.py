@@ -9,11 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from lumberjack.cli import cli, sites_cmd
-from lumberjack.cli.request_options import (
-    REQUEST_OPTION_NAMES,
-    request_from_options,
-    request_options,
-)
+from lumberjack.cli.request_options import request_from_options, request_options
+from lumberjack.profiles.request import REQUEST_FIELDS
 from lumberjack.profiles.sites import find_profile
 
 
@@ -123,7 +120,7 @@ def test_every_command_has_help_with_an_example(args):
 
 def test_check_help_lists_the_request_flags():
     output = run("sites", "check", "--help").output
-    for name in REQUEST_OPTION_NAMES:
+    for name in REQUEST_FIELDS:
         assert f"--{name.replace('_', '-')}" in output
 
 

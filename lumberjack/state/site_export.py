@@ -1,0 +1,100 @@
+"""An export bound for a site, the one way every command takes jobs there (`export
+--site`, `run`, and `sync` for jobs opted into a lease).
+
+`prepare` checks everything before anything changes: the jobs, the resource request
+against the site's profile (or the lease's request), and, over one SSH connection, that
+the export's directory at the site is still free. `SiteExport.write` then takes the jobs
+out of the local schedd and writes the bundle (ap/export.py), recording the export in
+the ledger as phase exported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lumberjack.ap import export as export_mod
+from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.errors import BadInput
+from lumberjack.profiles.request import REQUEST_FIELDS, build_request, report_dict, report_lines
+from lumberjack.profiles.sites import find_profile
+from lumberjack.state import lifecycle
+from lumberjack.state.ledger import Ledger
+
+
+@dataclass
+class SiteExport:
+    """A checked export for `site`: what it takes, where it goes, what it asks for."""
+
+    plan: export_mod.Plan
+    jobs: list[dict]
+    site: str
+    info: dict[str, Any]  # what the ledger keeps: remote_dir, request, lease
+    answer: dict[str, Any]  # what the command reports besides the plan
+    report: list[str] = field(default_factory=list)  # the request, one line per value
+
+    def dry_run(self) -> dict[str, Any]:
+        return {"ok": True, "dry_run": True, **self.plan.to_json(), **self.answer}
+
+    def write(
+        self, schedd: LocalSchedd, ledger: Ledger, progress: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        """Export the jobs and write the bundle; the command's answer."""
+        written = export_mod.run_export(
+            schedd, ledger, self.plan, self.jobs, site=self.site, info=self.info,
+            progress=progress,
+        )  # fmt: skip
+        return {"ok": True, **self.plan.to_json(), **self.answer, **written}
+
+
+def prepare(
+    ledger: Ledger,
+    schedd: LocalSchedd,
+    selection: export_mod.Selection,
+    site: str,
+    name: str,
+    request_flags: dict[str, object],
+    held: lifecycle.Site | None = None,
+    lease: str | None = None,
+) -> SiteExport:
+    """Check an export of `selection` to `site` as `name`; nothing changes. The request
+    comes from `request_flags` and the profile, or with `lease` (checked by
+    leases.site_to_join) is the lease's. `held` is a connection the caller keeps open
+    (else one of its own). Raises BadInput in one line."""
+    profile = find_profile(site)
+    jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
+    lease_info: dict[str, Any] = {}
+    if lease is not None:
+        lease_record = ledger.get_lease(lease)
+        request = lifecycle.request_of(lease_record.info)
+        lease_info = {"lease": lease, "lease_dir": lease_record.info["remote_dir"]}
+    else:
+        flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
+        request = build_request(profile, job_runtimes_s=export_mod.runtimes_s(jobs), **flags)
+    with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
+        remote_dir = connection.export_dir(name)
+        # An older export's directory (its queue already placed) would be reused as is.
+        if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
+            raise BadInput(
+                f"{remote_dir} already exists at site {site}: an earlier export of that name; "
+                "choose another --name (or remove that directory)"
+            )
+    plan, jobs, _ = export_mod.plan_export(
+        schedd, selection, name=name, bundle_dir=ledger.bundles_dir() / name,
+        remote_spool=f"{remote_dir}/spool",
+    )  # fmt: skip
+    return SiteExport(
+        plan=plan,
+        jobs=jobs,
+        site=site,
+        info={"remote_dir": remote_dir, "request": lifecycle.request_info(request), **lease_info},
+        answer={
+            "site": site,
+            "remote_dir": remote_dir,
+            "request": report_dict(request, profile),
+            **lease_info,
+        },  # fmt: skip
+        report=report_lines(request, profile),
+    )
