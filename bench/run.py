@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import time
@@ -129,6 +130,11 @@ def old_blocks(headings: tuple[str, ...]) -> str:
     return "".join(b.rstrip("\n") + "\n\n" for b in blocks if b.startswith(headings))
 
 
+#: The directories of a source file in a profile line ("/x/y/pathlib.py:56(parse_parts)"):
+#: this machine's, not the project's business; results kept from older runs may hold them.
+_PROFILE_DIRS = re.compile(r"(?<![\w.-])/(?:[^\s/:()]+/)+(?=[^\s/:()]+\.py:\d)")
+
+
 def write_markdown(results: dict) -> None:
     parts = {}
     if "export" in results:
@@ -159,6 +165,7 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
     body = targets.markdown(results) + "".join(
         parts.get(s) or old_blocks(HEADINGS[s]) for s in SECTIONS
     )
+    body = _PROFILE_DIRS.sub("", body)
     ran = ", ".join(results["sections"])
     (ROOT / "BENCHMARKS.md").write_text(
         f"""# Benchmarks
