@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from lumberjack.core.safe import DIRECTIVE_WORD, REMOTE_PATH
+from lumberjack.core.shell_safe import DIRECTIVE_WORD, REMOTE_PATH
 from lumberjack.core.units import (
     format_memory,
     format_walltime,

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union
 
-from lumberjack.core.safe import DIRECTIVE_WORD
+from lumberjack.core.shell_safe import DIRECTIVE_WORD
 from lumberjack.core.units import format_memory, format_walltime, parse_memory, parse_walltime
 from lumberjack.errors import BadInput
 from lumberjack.profiles.model import Queue, SiteProfile

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core.manifest import FileEntry
-from lumberjack.core.safe import REMOTE_PATH
+from lumberjack.core.shell_safe import REMOTE_PATH
 from lumberjack.errors import BadInput, LoginNeeded, RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import transfer

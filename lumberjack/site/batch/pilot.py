@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from lumberjack.core.safe import DIRECTIVE_WORD
+from lumberjack.core.shell_safe import DIRECTIVE_WORD
 
 
 class PilotState(str, Enum):
