@@ -2,14 +2,52 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from lumberjack import __version__
 from lumberjack.cli.common import LumberjackGroup
 
+#: The module (in lumberjack/cli/) that defines each command; importing it registers the
+#: command on `cli`. A run imports only its command's module, so `status` or `import`
+#: never loads the SSH libraries it does not use; --help imports them all.
+COMMAND_MODULES = {
+    "export": "export_cmd",
+    "import": "export_cmd",
+    "unexport": "export_cmd",
+    "exports": "export_cmd",
+    "inspect": "inspect_cmd",
+    "lease": "lease_cmd",
+    "leases": "lease_cmd",
+    "login": "login_cmd",
+    "logout": "login_cmd",
+    "ship": "site_cmd",
+    "launch": "site_cmd",
+    "status": "site_cmd",
+    "fetch": "site_cmd",
+    "cleanup": "site_cmd",
+    "sync": "site_cmd",
+    "run": "site_cmd",
+    "sites": "sites_cmd",
+}
+
+
+class LazyCommands(LumberjackGroup):
+    """The top-level group: each command's module is imported when the command is asked
+    for (click's documented way to load subcommands lazily)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMAND_MODULES) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            importlib.import_module(f"lumberjack.cli.{COMMAND_MODULES[cmd_name]}")
+        return self.commands.get(cmd_name)
+
 
 @click.group(
-    cls=LumberjackGroup,
+    cls=LazyCommands,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
 )
 @click.version_option(__version__, prog_name="condor_lumberjack")
@@ -31,18 +69,6 @@ def cli() -> None:
     """
 
 
-def _register() -> None:
-    # Each command lives in its own module; importing registers it on `cli`.
-    from lumberjack.cli import (
-        export_cmd,  # noqa: F401
-        inspect_cmd,  # noqa: F401
-        lease_cmd,  # noqa: F401
-        login_cmd,  # noqa: F401
-        site_cmd,  # noqa: F401
-        sites_cmd,  # noqa: F401
-    )
-
-
 def main() -> None:
     from lumberjack.core import crashpoints
 
@@ -50,5 +76,4 @@ def main() -> None:
         crashpoints.armed()  # a misspelt crash point fails here, not silently later
     except crashpoints.UnknownCrashPoint as exc:
         raise SystemExit(f"condor_lumberjack: {exc}") from None
-    _register()
     cli(prog_name="condor_lumberjack")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,9 +16,12 @@ from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_options
 from lumberjack.errors import BadInput, LumberjackError
-from lumberjack.state import leases, phases, site_export
+from lumberjack.state import phases
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase
+
+if TYPE_CHECKING:
+    from lumberjack.state.site_export import SiteExport
 
 
 @cli.command("export")
@@ -94,6 +97,8 @@ def export_command(
     if lease is not None:
         if out is not None:
             raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
+        from lumberjack.state import leases
+
         site = leases.site_to_join(ledger, lease, site, request_flags)
     if (out is None) == (site is None):
         raise BadInput("give either --site SITE, or --out DIR for an offline bundle")
@@ -102,6 +107,8 @@ def export_command(
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
     schedd = LocalSchedd()
     if site is not None:
+        from lumberjack.state import site_export  # the SSH libraries: only for a site
+
         bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags,
                                     lease=lease)  # fmt: skip
         emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
@@ -122,7 +129,7 @@ def export_command(
 def site_export_answer(
     schedd: LocalSchedd,
     ledger: Ledger,
-    bound: site_export.SiteExport,
+    bound: SiteExport,
     dry_run: bool,
     show_progress: bool,
 ) -> tuple[dict[str, Any], str]:
