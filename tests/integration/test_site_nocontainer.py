@@ -2,7 +2,9 @@
 release tarball (the testbed builds it from its own HTCondor) once per site, the agent
 unpacks it under <base_dir>/htcondor/, and the pool and the pilots run from there: the
 journey comes home byte for byte, and the daemons' executables are the shipped ones,
-not the site's /usr/sbin, with no Apptainer anywhere."""
+not the site's /usr/sbin, with no Apptainer anywhere. Both schedd placements: the pool on
+the login node, and the pool inside the allocation (its first node runs it from the
+release on the shared filesystem)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,25 @@ SITE = "testbed-nocontainer"
 JOBS = 6
 
 
+@pytest.fixture(params=["login", "allocation"])
+def site_name(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The shipped testbed-nocontainer profile, or a copy of it (a profile of the user's
+    own, as a site admin would write one) with the schedd inside the allocation."""
+    if request.param == "login":
+        return SITE
+    from lumberjack.profiles.sites import shipped_profile_dir
+
+    text = (shipped_profile_dir() / f"{SITE}.toml").read_text()
+    assert 'placement = "login"' in text
+    text = text.replace(f'name = "{SITE}"', f'name = "{SITE}-alloc"')
+    text = text.replace('placement = "login"', 'placement = "allocation"')
+    (tmp_path / f"{SITE}-alloc.toml").write_text(text)
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path))
+    return f"{SITE}-alloc"
+
+
 def daemons(remote_dir: str) -> dict[int, tuple[str, os.stat_result, str]]:
     """PID -> (program, stat of its executable) of every HTCondor daemon of the export
     (its pool's and its pilots'), read as root from /proc: the site has no PID namespace."""
@@ -50,7 +71,10 @@ def daemons(remote_dir: str) -> dict[int, tuple[str, os.stat_result, str]]:
     return found
 
 
-def test_journey_without_a_container(workspace: Path, state_dir: Path, at_site: list) -> None:
+def test_journey_without_a_container(
+    site_name: str, workspace: Path, state_dir: Path, at_site: list
+) -> None:
+    in_allocation = site_name != SITE
     tarball = testbed.testbed_dir() / testbed.CONDOR_TARBALL_LINK
     sha256 = hashlib.sha256(tarball.read_bytes()).hexdigest()
     job_dir = make_job_dir(workspace)
@@ -60,7 +84,7 @@ def test_journey_without_a_container(workspace: Path, state_dir: Path, at_site: 
 
     exported = last_json(
         lumberjack(
-            "export", "--ids", str(cluster), "--site", SITE, "--nodes", "2", "--cores", "2",
+            "export", "--ids", str(cluster), "--site", site_name, "--nodes", "2", "--cores", "2",
             "--walltime", "20m", "--name", name, "--json",
         )
     )  # fmt: skip
@@ -77,7 +101,10 @@ def test_journey_without_a_container(workspace: Path, state_dir: Path, at_site: 
 
     launched = last_json(lumberjack("launch", name, "--json"))
     assert launched["phase"] == "launched" and launched["place"]["jobs"] == JOBS
-    assert launched["pool"]["started"]
+    if in_allocation:  # no daemon on the login node: the pilot's first node runs the pool
+        assert launched["pool"] == {"started": False, "placement": "allocation"}
+    else:
+        assert launched["pool"]["started"]
     release_dir = release["tarball"][: -len(".tar.gz")]
     shipped = {
         (info.st_dev, info.st_ino)
