@@ -486,6 +486,7 @@ ENABLE_IPV6 = FALSE
         record_pid(self.pid_file, pid)
         self._wait_for_schedd(rootfs)
         self._make_client_token(rootfs)
+        self._wait_for_schedd_ad(rootfs)
 
     def condor(self, rootfs: Path, *argv: str) -> str:
         """Run an HTCondor tool inside the rootfs against this pool (as root)."""
@@ -503,6 +504,21 @@ ENABLE_IPV6 = FALSE
                 return
             time.sleep(0.2)
         raise RuntimeError(f"pool {self.name}: no schedd after {timeout:.0f} s")
+
+    def _wait_for_schedd_ad(self, rootfs: Path, timeout: float = 60.0) -> None:
+        # A client finds the schedd through the collector: its address file alone is not
+        # enough (a CI run on a loaded machine submitted before the first advertisement).
+        name = f"{self.name}@{UID_DOMAIN}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            listed = run_in_rootfs(
+                rootfs, ["condor_status", "-schedd", "-af", "Name"], binds=self.binds(),
+                env={"CONDOR_CONFIG": str(self.config_file)}, check=False,
+            )  # fmt: skip
+            if name in listed.stdout.split():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"pool {self.name}: no ad of {name} after {timeout:.0f} s")
 
     def _make_client_token(self, rootfs: Path) -> None:
         token_dir = self.root / "client-tokens"
