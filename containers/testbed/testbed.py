@@ -488,11 +488,12 @@ ENABLE_IPV6 = FALSE
         self._make_client_token(rootfs)
         self._wait_for_schedd_ad(rootfs)
 
-    def condor(self, rootfs: Path, *argv: str) -> str:
+    def condor(self, rootfs: Path, *argv: str, check: bool = True) -> str:
         """Run an HTCondor tool inside the rootfs against this pool (as root)."""
         return run_in_rootfs(
-            rootfs, list(argv), binds=self.binds(), env={"CONDOR_CONFIG": str(self.config_file)}
-        ).stdout
+            rootfs, list(argv), binds=self.binds(), env={"CONDOR_CONFIG": str(self.config_file)},
+            check=check,
+        ).stdout  # fmt: skip
 
     def _wait_for_schedd(self, rootfs: Path, timeout: float = 60.0) -> None:
         address_file = self.spool_dir / ".schedd_address"
@@ -511,11 +512,8 @@ ENABLE_IPV6 = FALSE
         name = f"{self.name}@{UID_DOMAIN}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            listed = run_in_rootfs(
-                rootfs, ["condor_status", "-schedd", "-af", "Name"], binds=self.binds(),
-                env={"CONDOR_CONFIG": str(self.config_file)}, check=False,
-            )  # fmt: skip
-            if name in listed.stdout.split():
+            listed = self.condor(rootfs, "condor_status", "-schedd", "-af", "Name", check=False)
+            if name in listed.split():
                 return
             time.sleep(0.5)
         raise RuntimeError(f"pool {self.name}: no ad of {name} after {timeout:.0f} s")
