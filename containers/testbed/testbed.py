@@ -383,7 +383,13 @@ class Pool:
     def client_env(self) -> dict[str, str]:
         return {"CONDOR_CONFIG": str(self.client_config)}
 
+    @property
+    def fs_auth_dir(self) -> Path:
+        return testbed_dir() / "fs-auth"
+
     def write_configs(self) -> None:
+        self.fs_auth_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.fs_auth_dir, 0o1777)
         for sub in ("log", "spool", "execute", "lock", "run", "passwords.d", "tokens.d"):
             (self.local_dir / sub).mkdir(parents=True, exist_ok=True)
         self.spool_dir.mkdir(parents=True, exist_ok=True)
@@ -428,6 +434,8 @@ SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d
 SEC_DEFAULT_AUTHENTICATION = REQUIRED
 SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS
 SEC_CLIENT_AUTHENTICATION_METHODS = FS, IDTOKENS
+# FS proves a local account by a directory it makes: a place host clients see too.
+FS_LOCAL_DIR = {self.fs_auth_dir}
 SEC_DEFAULT_ENCRYPTION = OPTIONAL
 SEC_DEFAULT_INTEGRITY = REQUIRED
 ALLOW_READ = *

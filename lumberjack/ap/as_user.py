@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import signal
 from collections.abc import Callable
 from typing import Any
 
+from lumberjack.ap.identity import owner_of
 from lumberjack.core import crashpoints
 from lumberjack.errors import BadInput, LumberjackError
 
@@ -30,36 +30,23 @@ ProgressCallback = Callable[[int], None]
 
 def _calls() -> dict[str, Callable[..., Any]]:
     # Imported here: export imports this module.
-    from lumberjack.ap import export
+    from lumberjack.ap import export, schedd
 
-    return {"check_inputs": export.check_inputs_json, "write_bundle": export.write_bundle_json}
-
-
-def identity(owner: str) -> tuple[int, int] | None:
-    """(uid, gid) to act as for `owner`; None: this process already may (not root, or
-    the owner is root). BadInput when root acts for an owner with no local account."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam(owner)
-    except KeyError:
-        raise BadInput(
-            f"job owner {owner!r} has no account on this machine; cannot read its inputs as it"
-        ) from None
-    if entry.pw_uid == 0:
-        return None
-    return entry.pw_uid, entry.pw_gid
+    return {
+        "check_inputs": export.check_inputs_json,
+        "write_bundle": export.write_bundle_json,
+        "import_results": schedd.import_as_owner,
+    }
 
 
 def call_as(
     owner: str, name: str, args: dict[str, Any], progress: ProgressCallback | None = None
 ) -> Any:
     """`name`(**args) with the identity of `owner`; its JSON result."""
-    ids = identity(owner)
-    if ids is None:
+    found = owner_of(owner)
+    if found is None:
         return _calls()[name](progress=progress, **args)
-    uid, gid = ids
-    groups = os.getgrouplist(owner, gid)
+    uid, gid, groups = found.uid, found.gid, list(found.groups)
     call = _calls()[name]  # looked up (and imported) before the fork
     read_end, write_end = os.pipe()
     pid = os.fork()

@@ -469,5 +469,16 @@ def copy_inputs(
     return entries
 
 
-def remove_bundle(bundle_dir: Path) -> None:
+def remove_bundle(bundle_dir: Path, owner: str | None = None) -> None:
+    """Remove a bundle: its contents as the owner (whose files they are), then the
+    directory itself, which may sit in a directory only root can write."""
+    from lumberjack.ap.identity import acting_as, owner_of
+
+    try:
+        with acting_as(owner_of(owner) if owner else None):
+            shutil.rmtree(bundle_dir, ignore_errors=True)
+    except BadInput:
+        pass  # the owner has no account any more: root removes what is left
+    # What is left: the top directory in root's bundles dir, or files of an older
+    # version's root-owned import state. rmtree never follows a link it finds.
     shutil.rmtree(bundle_dir, ignore_errors=True)

@@ -17,29 +17,33 @@ import hashlib
 import json
 import os
 import posixpath
-import shutil
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
+from lumberjack.ap import as_user, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap import results, safe_write, userlog
-from lumberjack.ap.export import owner_ids, prepare_owned_dir
+from lumberjack.ap.handover import QUEUE_LOG, handed_over
+from lumberjack.ap.identity import Owner, acting_as, owner_of
+from lumberjack.ap.output_writer import (
+    HOLD_TRANSFER_OUTPUT,
+    PLACED,
+    CannotPlace,
+    JobPlan,
+    PlacedJournal,
+    place_job,
+    read_placed,
+)
 from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrite_job
-from lumberjack.ap.placement import Placement, check_safe_relative, plan_outputs
+from lumberjack.ap.placement import check_safe_relative, plan_outputs
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
 from lumberjack.errors import BadInput
-
-PLACED = "placed.log"  # in BUNDLE/import-state: jobs whose outputs are in place, one a line
-LEGACY_PLACED = "placed.json"  # the same as one JSON list (an import begun by an older version)
-#: The placed journal is fsynced after this many jobs (and at the end).
-PLACED_SYNC_EVERY = 1000
-QUEUE_LOG = "job_queue.log"
 
 #: Caps on what import accepts; environment variables override them.
 MAX_JOB_BYTES_ENV = "LUMBERJACK_IMPORT_MAX_JOB_BYTES"
@@ -101,15 +105,8 @@ class ImportReport(JsonRecord):
     # per job: user-log events kept and dropped (by reason)
     events: dict[str, dict[str, Any]] = field(default_factory=dict)
     events_appended: int = 0
-
-
-@dataclass
-class JobPlan:
-    paths: JobPaths
-    placements: list[Placement]
-    job_dir: Path
-    status: JobStatus | None
-    events: userlog.Events | None = None
+    # jobs held because an output could not be placed as the owner: the reason
+    held: dict[str, str] = field(default_factory=dict)
 
 
 def find_returned_spool(directory: Path) -> tuple[Path, Path]:
@@ -358,44 +355,56 @@ def plan_import(
     manifest_sha256: str | None = None,
     limits: Limits | None = None,
     read: bundle_mod.ReadManifest | None = None,
+    owner: Owner | None = None,
+    reader: Owner | None = None,
 ) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
-    """Check everything that came back; raise BadInput before any change."""
+    """Check everything that came back; raise BadInput before any change. The bundle is
+    read as ``owner``, the returned spool as ``reader`` (None: as this process)."""
     limits = limits or Limits.from_env()
-    manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
-    path_map = PathMap.from_json(manifest.path_map)
-    sent = sent_queue(bundle_dir, manifest, path_map)
+    with acting_as(owner):
+        manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
+        path_map = PathMap.from_json(manifest.path_map)
+        sent = sent_queue(bundle_dir, manifest, path_map)
     if sent is None:
         raise BadInput(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "
             "cannot tell the site's results from its changes"
         )
     sent_bytes, sent_records = _log_size(sent)
-    returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
+    with acting_as(reader):
+        returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
     merge = merge_queue(returned, sent, path_map, list(manifest.jobs), consume=True)
     del returned, sent
 
     plans = []
     total = 0
-    for job_id in manifest.jobs:
-        if job_id not in merge.statuses:
-            continue
-        paths = path_map.jobs[job_id]
-        relative = posixpath.relpath(paths.remote_iwd, path_map.remote_spool)
-        job_dir = spool / check_safe_relative(relative, f"job {job_id}")
-        present, size = list_returned_files(job_dir, job_id, limits)
-        total += size
-        if total > limits.total_bytes:
-            raise BadInput(
-                f"the returned files exceed {limits.total_bytes} bytes in total "
-                f"(set {MAX_TOTAL_BYTES_ENV} to allow more); nothing imported"
-            )
-        placements = plan_outputs(paths, present, paths.transfer_output)
-        plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
-        if any(p.kind == "userlog" for p in placements):
-            data = (job_dir / REMOTE_USERLOG_NAME).read_bytes()
-            plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
-        plans.append(plan)
+    with acting_as(reader):
+        for job_id in manifest.jobs:
+            if job_id not in merge.statuses:
+                continue
+            paths = path_map.jobs[job_id]
+            relative = posixpath.relpath(paths.remote_iwd, path_map.remote_spool)
+            job_dir = spool / check_safe_relative(relative, f"job {job_id}")
+            present, size = list_returned_files(job_dir, job_id, limits)
+            total += size
+            if total > limits.total_bytes:
+                raise BadInput(
+                    f"the returned files exceed {limits.total_bytes} bytes in total "
+                    f"(set {MAX_TOTAL_BYTES_ENV} to allow more); nothing imported"
+                )
+            placements = plan_outputs(paths, present, paths.transfer_output)
+            plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
+            if any(p.kind == "userlog" for p in placements):
+                data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
+                plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
+            plans.append(plan)
     return manifest, merge, plans
+
+
+def _read_returned(path: Path) -> bytes:
+    fd, _ = safe_write.open_returned(str(path))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 def _log_size(ads: dict[str, jql.Ad]) -> tuple[int, int]:
@@ -459,21 +468,36 @@ def run_import(
     bundle_dir: Path,
     spool: Path,
     *,
+    work_dir: Path,
+    owner: str | None = None,
+    bundle_reader: Owner | None = None,
+    spool_reader: Owner | None = None,
     dry_run: bool = False,
     manifest_sha256: str | None = None,
     limits: Limits | None = None,
     after_append: Callable[[], None] | None = None,
     read: bundle_mod.ReadManifest | None = None,
 ) -> ImportReport:
-    """Import a returned spool; ``read``: the bundle's manifest as the caller read it
-    (bundle.read_manifest_once), checked against ``manifest_sha256`` and used as is."""
+    """Import a returned spool.
+
+    Everything on the user's side (outputs, user logs, the schedd's merge) is done as
+    the jobs' owner, the manifest's, which must be ``owner`` when given (the ledger's).
+    The bundle is read as ``bundle_reader`` and the returned spool as ``spool_reader``
+    (None: as this process; the owner's bundle, or a spool a user handed in, is read as
+    that user). ``work_dir``: this account's private import state (journals, the
+    schedd's copy of the queue). ``read``: the bundle's manifest as the caller read it,
+    checked against ``manifest_sha256`` and used as is.
+    """
     manifest, merge, plans = plan_import(
-        bundle_dir,
-        spool,
-        manifest_sha256=manifest_sha256,
-        limits=limits,
-        read=read,
-    )
+        bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
+        owner=bundle_reader, reader=spool_reader,
+    )  # fmt: skip
+    if owner and manifest.owner != owner:
+        raise BadInput(
+            f"{bundle_dir}: the bundle names owner {manifest.owner!r}, but the export is "
+            f"{owner!r}'s; refusing to import"
+        )
+    acting = owner_of(manifest.owner)
     report = ImportReport(manifest.name, jobs=len(plans))
     report.completed, report.handed_back_idle = merge.completed, merge.idle
     report.site_changes = merge.site_changes
@@ -486,153 +510,59 @@ def run_import(
     if dry_run:
         return report
 
-    state_dir = bundle_dir / "import-state"
-    state_dir.mkdir(exist_ok=True)  # the schedd, as the owner, reads merge/ inside it
+    state_dir = private_dir(work_dir / "import-state")
     placed = read_placed(state_dir)
-    ids = owner_ids(manifest.owner)
     with PlacedJournal(state_dir / PLACED) as journal:
         for plan in plans:
             if plan.paths.job_id in placed:
                 continue
-            place_job(plan, state_dir, ids, report, after_append)
+            try:
+                done = place_job(
+                    plan, state_dir, acting, manifest.owner, spool_reader, after_append
+                )
+            except CannotPlace as exc:
+                hold(merge, plan.paths.job_id, exc)
+                report.held[plan.paths.job_id] = exc.reason
+                continue
+            report.files_placed += done.files
+            report.bytes_placed += done.bytes
+            report.events_appended += done.events
             journal.add(plan.paths.job_id)
             crash_point("import.mid-placement")
+    report.completed = merge.completed
 
     crash_point("import.before-merge")
     if schedd is not None:
-        # The schedd opens the log read-write as the owner: a fresh owner-owned copy.
-        merge_dir = state_dir / "merge"
-        shutil.rmtree(merge_dir, ignore_errors=True)
-        prepare_owned_dir(merge_dir, manifest.owner)
-        jql.write_log(merge_dir / QUEUE_LOG, merge.ads)
-        if os.geteuid() == 0 and ids is not None:
-            os.chown(merge_dir / QUEUE_LOG, *ids)
-        schedd.import_results(merge_dir)
+        with handed_over(work_dir, merge.ads, acting) as merge_dir:
+            if acting is None:
+                schedd.import_results(merge_dir)
+            else:  # the schedd opens the queue as whom it authenticates: the owner
+                as_user.call_as(manifest.owner, "import_results", {"import_dir": str(merge_dir)})
     return report
 
 
-def place_job(
-    plan: JobPlan,
-    state_dir: Path,
-    ids: tuple[int, int] | None,
-    report: ImportReport,
-    after_append: Callable[[], None] | None = None,
-) -> None:
-    """Put one job's outputs in place and append its user-log events (once)."""
-    for placement in plan.placements:
-        dest = Path(placement.dest)
-        if placement.kind == "userlog":
-            assert plan.events is not None
-            journal = userlog.journal_path(state_dir, plan.paths.job_id, placement.dest)
-            written = append_events(dest, plan.events.data, journal, ids, after_append)
-            report.events_appended += plan.events.kept if written else 0
-            size = written
-        else:
-            size = place(plan.job_dir / placement.source, dest, placement.kind, ids)
-        report.files_placed += 1
-        report.bytes_placed += size
+def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
+    """The job comes home held, as HTCondor holds a job whose output it cannot write."""
+    ad = merge.ads[job_id]
+    ad.set("JobStatus", str(int(JobStatus.HELD)))
+    ad.set("HoldReason", json.dumps(exc.reason))
+    ad.set("HoldReasonCode", str(HOLD_TRANSFER_OUTPUT))
+    ad.set("HoldReasonSubCode", str(exc.errno))
+    ad.set("EnteredCurrentStatus", str(int(time.time())))
+    if merge.statuses.get(job_id) is JobStatus.COMPLETED:
+        merge.completed -= 1
+    merge.statuses[job_id] = JobStatus.HELD
 
 
-def read_placed(state_dir: Path) -> set[str]:
-    """Jobs an earlier run of this import put in place (so they are not placed again).
-
-    A last line without its newline is a write a crash cut short: that job is placed
-    again, which is harmless (see PlacedJournal).
-    """
-    placed: set[str] = set()
-    legacy = state_dir / LEGACY_PLACED
-    if legacy.exists():
-        placed.update(json.loads(legacy.read_text()))
+def private_dir(path: Path) -> Path:
+    """`path` as a real directory of this account, 0700, made if missing."""
     try:
-        text = (state_dir / PLACED).read_text()
-    except FileNotFoundError:
-        return placed
-    lines = text.split("\n")
-    placed.update(line for line in lines[:-1] if line)  # lines[-1]: "" or a cut-short line
-    return placed
-
-
-class PlacedJournal:
-    """Append-only record of the jobs whose outputs are in place: one job id a line.
-
-    One write per job, fsynced every PLACED_SYNC_EVERY jobs and at the end; rewriting a
-    whole list per job was quadratic. A process crash loses nothing written (the kernel
-    holds it). A power cut may lose the lines since the last fsync; those jobs are then
-    placed again on the next run, which is harmless: a regular output is the same returned
-    file renamed into place again (atomic, same content), and user-log events have their
-    own journal (userlog.append_once) that keeps them from being appended twice.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd = -1
-        self.unsynced = 0
-
-    def __enter__(self) -> PlacedJournal:
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        self.fd = os.open(self.path, flags, 0o600)
-        size = os.fstat(self.fd).st_size
-        if size and os.pread(self.fd, 1, size - 1) != b"\n":
-            # A line a crash cut short (read_placed skipped it): drop it, so that ending
-            # it with the next line cannot turn "7.1" of "7.12" into a job id.
-            whole = os.pread(self.fd, size, 0)
-            os.ftruncate(self.fd, whole.rfind(b"\n") + 1)
-        return self
-
-    def add(self, job_id: str) -> None:
-        line = f"{job_id}\n".encode()
-        if os.write(self.fd, line) != len(line):
-            raise OSError(f"{self.path}: short write")
-        self.unsynced += 1
-        if self.unsynced >= PLACED_SYNC_EVERY:
-            self.sync()
-
-    def sync(self) -> None:
-        if self.unsynced:
-            os.fsync(self.fd)
-            self.unsynced = 0
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.sync()
-        finally:
-            os.close(self.fd)
-
-
-def append_events(
-    dest: Path,
-    data: bytes,
-    journal: Path,
-    ids: tuple[int, int] | None,
-    after_append: Callable[[], None] | None = None,
-) -> int:
-    """Append a job's kept events to one user log, once (userlog.append_once)."""
-    if not data:
-        return 0
-    dir_fd = safe_write.open_dir(str(dest.parent), ids, create=True)
-    try:
-        fd = safe_write.open_log(dir_fd, dest.name, ids)
-    finally:
-        os.close(dir_fd)
-    try:
-        userlog.check_log_file(fd, str(dest), ids[0] if os.geteuid() == 0 and ids else None)
-        return userlog.append_once(fd, data, journal, after_append=after_append)
-    finally:
-        os.close(fd)
-
-
-def place(source: Path, dest: Path, kind: str, ids: tuple[int, int] | None) -> int:
-    """Copy one output into place atomically, never through a link (safe_write)."""
-    if kind == "userlog":
-        raise ValueError("user logs are appended with append_events")
-    src_fd, st = safe_write.open_returned(str(source))
-    try:
-        dir_fd = safe_write.open_dir(str(dest.parent), ids, create=True)
-        try:
-            executable = bool(st.st_mode & 0o111)
-            safe_write.write_file(dir_fd, dest.name, src_fd, st.st_size, executable, ids)
-        finally:
-            os.close(dir_fd)
-    finally:
-        os.close(src_fd)
-    return st.st_size
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise BadInput(f"{path} is not a directory of this account; remove it and try again")
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path

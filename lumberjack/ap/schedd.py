@@ -6,6 +6,7 @@ bindings' results and exceptions into lumberjack's own words.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,17 @@ class LocalSchedd:
             raise LumberjackError(f"the schedd refused to unexport: {_one_line(exc)}") from exc
         _check_action(result, "unexport")
         return int(result.get("TotalJobAds", 0))
+
+
+def import_as_owner(import_dir: str, progress: Any = None) -> int:
+    """The schedd's import, from a child that became the job's owner (as_user.call_as).
+
+    The schedd opens the queue as the user it authenticates, and refuses root: the owner
+    proves who it is by FS, the local method every access point's schedd accepts. The
+    config is read again so that no session of the parent's identity is reused.
+    """
+    os.environ["_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS"] = "FS"
+    return LocalSchedd().import_results(Path(import_dir))
 
 
 class JobAd(dict):

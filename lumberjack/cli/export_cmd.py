@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ import click
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
 from lumberjack.ap.bundle import read_manifest_once
+from lumberjack.ap.identity import acting_as, owner_of_path
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
@@ -189,23 +191,30 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
         data = {"ok": True, "dry_run": dry_run, **data, "already_imported": again}
         emit(as_json, data, _import_text(data, dry_run, again))
         return
-    if in_dir is not None:
-        bundle_dir, spool = importer.find_returned_spool(in_dir.resolve())
-    elif name:
-        bundle_dir, spool = importer.find_returned_spool(ledger.get(name).bundle_dir)
-    else:
+    if in_dir is None and not name:
         raise BadInput("give an export NAME or --in DIR")
+    given = in_dir if in_dir is not None else ledger.get(name).bundle_dir
+    # A bundle handed in belongs to a user: it is read as that user, never as root.
+    reader = owner_of_path(str(given))
+    with acting_as(reader):
+        bundle_dir, spool = importer.find_returned_spool(given.resolve())
+        # Read once: the import checks these very bytes against the ledger's digest.
+        read = read_manifest_once(bundle_dir)
     # A bundle from elsewhere has no ledger entry; one of ours must be in a phase to import.
-    # Read once: the import checks these very bytes against the ledger's digest.
-    read = read_manifest_once(bundle_dir)
     record = ledger.find(read.manifest.name)
     if record is not None:
         phases.check(record.phase, "import --in", record.name)
+    owner = record.owner if record is not None and record.owner else read.manifest.owner
+    if reader is not None and reader.name != owner:
+        raise BadInput(f"{given} belongs to {reader.name}, but its jobs are {owner}'s; refusing")
     schedd = None if dry_run else LocalSchedd()
     digest = record.info.get("manifest_sha256") if record is not None else None
+    tag = hashlib.sha256(str(bundle_dir).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     report = importer.run_import(
-        schedd, bundle_dir, spool, dry_run=dry_run, manifest_sha256=digest, read=read
-    ).to_json()
+        schedd, bundle_dir, spool, work_dir=ledger.work_dir(f"in-{tag}", area="offline"),
+        owner=owner, bundle_reader=reader, spool_reader=reader, dry_run=dry_run,
+        manifest_sha256=digest, read=read,
+    ).to_json()  # fmt: skip
     if record is not None and not dry_run:
         ledger.move(record.name, "import --in")
     again = record is not None and record.phase == Phase.IMPORTED

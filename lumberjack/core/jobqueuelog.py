@@ -76,7 +76,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from lumberjack.core.jobstatus import JobStatus
 
@@ -873,6 +873,19 @@ def _log_chunks(
     yield "\n".join(lines)
 
 
+def write_log_to(
+    fh: BinaryIO, ads: Mapping[str, Ad], seq: int = 1, timestamp: int | None = None
+) -> None:
+    """Write records_for_ads(ads) to the open file ``fh`` a piece at a time, fsynced."""
+    for piece in _log_chunks(ads, seq, timestamp):
+        try:
+            fh.write(piece.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError as exc:
+            raise JobQueueLogError(f"cannot encode the log as UTF-8: {exc.reason}") from None
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
 def write_log(
     path: str | os.PathLike[str],
     ads: Mapping[str, Ad],
@@ -892,15 +905,7 @@ def write_log(
     try:
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), 0o600)  # as the schedd creates it: ads can hold secrets
-            for piece in _log_chunks(ads, seq, timestamp):  # a bad ad: the temp file goes
-                try:
-                    fh.write(piece.encode("utf-8", "surrogateescape"))
-                except UnicodeEncodeError as exc:
-                    raise JobQueueLogError(
-                        f"cannot encode the log as UTF-8: {exc.reason}"
-                    ) from None
-            fh.flush()
-            os.fsync(fh.fileno())
+            write_log_to(fh, ads, seq, timestamp)  # a bad ad: the temp file goes
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,12 +62,43 @@ CREATE TABLE IF NOT EXISTS leases (
 """
 
 
+#: root's state on an access point: a system directory no user can write.
+ROOT_STATE_DIR = Path("/var/lib/condor-lumberjack")
+
+
 def state_dir() -> Path:
     explicit = os.environ.get("LUMBERJACK_STATE_DIR")
     if explicit:
         return Path(explicit)
+    if os.geteuid() == 0:
+        return ROOT_STATE_DIR
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "condor-lumberjack"
+
+
+def check_root_owned(path: Path) -> None:
+    """Root keeps its state only where no other user can write, at every level: each
+    existing directory from / down to `path` is root's and not group- or world-writable
+    (a sticky one, like /tmp, may be: nobody can move root's entries out of it)."""
+    if os.geteuid() != 0:
+        return
+    current = Path("/")
+    for part in path.absolute().parts[1:]:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return  # made by root below, with root's modes
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0:
+            raise BadInput(
+                f"state directory {path}: {current} is not a directory of root; root keeps "
+                "its state only where no user can write (set LUMBERJACK_STATE_DIR)"
+            )
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise BadInput(
+                f"state directory {path}: {current} is writable by others; root keeps its "
+                "state only where no user can write (set LUMBERJACK_STATE_DIR)"
+            )
 
 
 @dataclass
@@ -125,6 +157,7 @@ class LeaseRecord:
 class Ledger:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or state_dir()
+        check_root_owned(self.directory)
         # 0711: the schedd writes an export's queue into the bundle as the job's owner,
         # who may not be the account running lumberjack (root on an access point).
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o711)
@@ -155,6 +188,24 @@ class Ledger:
         path.mkdir(mode=0o711, exist_ok=True)
         os.chmod(self.directory, os.stat(self.directory).st_mode | 0o111)
         os.chmod(path, 0o711)
+        return path
+
+    def work_dir(self, name: str, *, area: str = "work") -> Path:
+        """This account's own working state for export `name` (the returned spool, the
+        import's journals and the schedd's copy of the queue): never inside the bundle,
+        which belongs to the job's owner. Traversable (not listable) by others: the
+        schedd opens its copy of the queue as the owner. `area` "offline": for a bundle
+        handed in with `import --in`, named by its path."""
+        check_name(name)
+        work = self.directory / area
+        work.mkdir(mode=0o711, exist_ok=True)
+        path = work / name
+        path.mkdir(mode=0o711, exist_ok=True)
+        for level in (self.directory, work, path):
+            info = os.lstat(level)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                raise BadInput(f"{level} is not a directory of this account")
+            os.chmod(level, (info.st_mode | 0o111) & ~0o022)
         return path
 
     def create(

@@ -23,7 +23,6 @@ import os
 import posixpath
 import shlex
 import shutil
-import stat
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer
 from lumberjack.ap.agent_zipapp import build_agent
+from lumberjack.ap.identity import owner_of
 from lumberjack.core import crashpoints
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
@@ -47,7 +47,7 @@ from lumberjack.state.phases import Phase
 if TYPE_CHECKING:
     from lumberjack.transport import Progress
 
-RETURNED = "returned"  # the remote spool as fetched, inside the local bundle
+RETURNED = "returned"  # the remote spool as fetched, in this account's work dir
 #: What comes back from the site's spool: the queue and each job's directory; not the
 #: inputs (the access point has them) nor the schedd's own bookkeeping.
 FETCH_EXCLUDE = (
@@ -395,15 +395,15 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         stopped = site.agent(layout, "stop")
-        _private_dir(record.bundle_dir / RETURNED)
+        returned = returned_dir(ledger, record)
         crash_point("fetch.after-stop")
         if crashpoints.armed() == "fetch.mid-download":  # the outputs, not yet the queue
-            site.conn.download(layout.spool, record.bundle_dir / RETURNED,
+            site.conn.download(layout.spool, returned,
                                exclude=(*FETCH_EXCLUDE, "job_queue.log"))  # fmt: skip
             crash_point("fetch.mid-download")
         report = site.conn.download(
             layout.spool,
-            record.bundle_dir / RETURNED,
+            returned,
             progress=site.progress,
             exclude=FETCH_EXCLUDE,
         )
@@ -416,17 +416,10 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     return result
 
 
-def _private_dir(path: Path) -> None:
-    """`path` as a real directory of this account, 0700: the bundle around it belongs to
-    the job's owner, who must not swap it for a link before lumberjack writes into it."""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-        raise BadInput(f"{path} is not a directory of this account; remove it and fetch again")
-    os.chmod(path, 0o700)
+def returned_dir(ledger: Ledger, record: ExportRecord) -> Path:
+    """Where the remote spool comes back: this account's own work dir for the export,
+    0700, never the bundle (the job's owner could swap a directory there for a link)."""
+    return importer.private_dir(ledger.work_dir(record.name) / RETURNED)
 
 
 def import_results(
@@ -434,16 +427,17 @@ def import_results(
 ) -> dict[str, Any]:
     """Merge what came back into the local schedd (the foundation's import)."""
     check_phase(record, "import")
-    returned = record.bundle_dir / RETURNED
+    returned = returned_dir(ledger, record)
     if schedd is None and not dry_run:
         raise ValueError("import needs the local schedd to merge the job ads into")
+    how = {"work_dir": ledger.work_dir(record.name), "owner": record.owner,
+           "bundle_reader": owner_of(record.owner) if record.owner else None,
+           "manifest_sha256": record.info.get("manifest_sha256")}  # fmt: skip
     if dry_run:
-        return importer.run_import(None, record.bundle_dir, returned, dry_run=True).to_json()
+        return importer.run_import(None, record.bundle_dir, returned, dry_run=True, **how).to_json()
 
     def act() -> dict[str, Any]:
-        answer = importer.run_import(
-            schedd, record.bundle_dir, returned, manifest_sha256=record.info.get("manifest_sha256")
-        ).to_json()
+        answer = importer.run_import(schedd, record.bundle_dir, returned, **how).to_json()
         crash_point("import.after-merge")
         return answer
 
@@ -481,15 +475,25 @@ def cleanup(
                 crash_point("cleanup.after-remote")
             else:
                 result["remote"] = {"removed": False, "reason": "nothing at the site"}
-        if not site_only and record.bundle_dir.exists():
-            shutil.rmtree(record.bundle_dir)
-            result["local_removed"] = str(record.bundle_dir)
+        if not site_only:
+            result.update(remove_local(ledger, record))
         crash_point("cleanup.before-ledger")
         return result
 
     result = _step(ledger, record.name, step, act)
     ledger.move(record.name, step)
     return result
+
+
+def remove_local(ledger: Ledger, record: ExportRecord) -> dict[str, Any]:
+    """The local bundle (as its owner) and this account's work dir of the export."""
+    from lumberjack.ap.export import remove_bundle
+
+    shutil.rmtree(ledger.work_dir(record.name), ignore_errors=True)
+    if not record.bundle_dir.exists():
+        return {}
+    remove_bundle(record.bundle_dir, record.owner)
+    return {"local_removed": str(record.bundle_dir)}
 
 
 def discard_and_hand_back(ledger: Ledger, schedd: Any, record: ExportRecord) -> int:
@@ -690,5 +694,5 @@ def recover_exporting(ledger: Ledger, schedd: Any, record: ExportRecord) -> str:
     from lumberjack.ap.export import remove_bundle, rollback
 
     rollback(schedd, ledger, record.name, record.clusters, reason="recovered by sync after a crash")
-    remove_bundle(record.bundle_dir)
+    remove_bundle(record.bundle_dir, record.owner)
     return "recovered: jobs handed back to the local schedd"

@@ -15,7 +15,7 @@ from lumberjack.ap import export as export_mod
 from lumberjack.cli import cli
 from lumberjack.cli.common import plural
 from lumberjack.core import jobqueuelog as jql
-from lumberjack.state import phases
+from lumberjack.state import lifecycle, phases
 from lumberjack.state.ledger import Ledger
 
 
@@ -40,8 +40,8 @@ def invoke(*args: str):
 
 
 def add_export(ledger: Ledger, phase: str, bundle: Path = Path("/nonexistent"), site="testbed"):
-    ledger.create("calib", site=site, bundle_dir=bundle, remote_spool="/s", owner="alice",
-                  clusters=[7], jobs=["7.0", "7.1"],
+    ledger.create("calib", site=site, bundle_dir=bundle, remote_spool="/s",
+                  owner=site_bundle.BUNDLE_OWNER, clusters=[7], jobs=["7.0", "7.1"],
                   info={"remote_dir": "/site/calib"})  # fmt: skip
     ledger.set_phase("calib", phase)
 
@@ -108,11 +108,9 @@ def test_a_second_import_says_nothing_new_was_done(
 ) -> None:
     bundle = site_bundle.build(tmp_path / "calib")
     remote_spool = json.loads((bundle / "manifest.json").read_text())["remote_spool"]
-    (bundle / "returned").mkdir()
-    jql.write_log(
-        bundle / "returned" / "job_queue.log", site_bundle.queue_ads(remote_spool, ("4", "2"))
-    )
     add_export(ledger, "fetched", bundle)
+    returned = lifecycle.returned_dir(ledger, ledger.get("calib"))
+    jql.write_log(returned / "job_queue.log", site_bundle.queue_ads(remote_spool, ("4", "2")))
     schedd = fake.FakeSchedd()
     monkeypatch.setattr(export_cmd, "LocalSchedd", lambda: schedd)
     first = invoke("import", "calib")

@@ -27,7 +27,7 @@ def make_record(ledger: Ledger, **info):
     request = build_request(profile, nodes=3, cores=2, walltime="30m")
     ledger.create(
         "calib", site="testbed", bundle_dir=Path("/nonexistent/bundle"),
-        remote_spool="/home/hpcuser/lumberjack/calib/spool", owner="alice",
+        remote_spool="/home/hpcuser/lumberjack/calib/spool", owner=site_bundle.BUNDLE_OWNER,
         clusters=[7], jobs=["7.0", "7.1"],
         info={"remote_dir": "/home/hpcuser/lumberjack/calib",
               "request": lifecycle.request_info(request), **info},
@@ -118,7 +118,7 @@ def test_allocation_placement_refuses_more_than_one_pilot(ledger: Ledger) -> Non
     request = build_request(profile, nodes=2, pilots=2)
     ledger.create(
         "two", site="testbed-alloc", bundle_dir=Path("/nonexistent/bundle"),
-        remote_spool="/home/hpcuser/lumberjack/two/spool", owner="alice",
+        remote_spool="/home/hpcuser/lumberjack/two/spool", owner=site_bundle.BUNDLE_OWNER,
         clusters=[7], jobs=["7.0"],
         info={"remote_dir": "/home/hpcuser/lumberjack/two",
               "request": lifecycle.request_info(request)},
@@ -133,7 +133,7 @@ def test_allocation_placement_refuses_more_than_one_pilot(ledger: Ledger) -> Non
 
 def test_an_offline_export_has_no_site(ledger: Ledger) -> None:
     ledger.create("offline", site=None, bundle_dir=Path("/b"), remote_spool="/s",
-                  owner="alice", clusters=[1], jobs=["1.0"])  # fmt: skip
+                  owner=site_bundle.BUNDLE_OWNER, clusters=[1], jobs=["1.0"])  # fmt: skip
     with pytest.raises(BadInput, match="offline bundle"):
         lifecycle.site_for(ledger.get("offline"))
 
@@ -173,7 +173,7 @@ def at_site(ledger: Ledger, tmp_path: Path):  # -> (record, FakeSite, FakeSchedd
     bundle = site_bundle.build(tmp_path / "calib")
     ledger.create(
         "calib", site="testbed", bundle_dir=bundle, remote_spool="/home/hpcuser/lj/calib/spool",
-        owner="alice", clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
+        owner=site_bundle.BUNDLE_OWNER, clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
         info={"remote_dir": "/home/hpcuser/lj/calib",
               "request": lifecycle.request_info(
                   build_request(find_profile("testbed"), nodes=3, cores=2, walltime="30m"))},
@@ -277,8 +277,8 @@ def test_a_crash_half_way_through_export_is_rolled_back_to_failed(
 ) -> None:
     bundle = tmp_path / "crashed"
     (bundle / "native").mkdir(parents=True)
-    ledger.create("crashed", site=None, bundle_dir=bundle, remote_spool="/s", owner="alice",
-                  clusters=[9], jobs=["9.0"])  # fmt: skip
+    ledger.create("crashed", site=None, bundle_dir=bundle, remote_spool="/s",
+                  owner=site_bundle.BUNDLE_OWNER, clusters=[9], jobs=["9.0"])  # fmt: skip
     ledger.move("crashed", "export")
     schedd = fake.FakeSchedd()
     entry = sync_once(ledger, None, schedd)
@@ -342,7 +342,7 @@ def test_sync_asks_the_site_once_for_every_export_waiting_there(
     for name in ("calib2", "calib3"):
         ledger.create(
             name, site="testbed", bundle_dir=record.bundle_dir,
-            remote_spool=f"/home/hpcuser/lj/{name}/spool", owner="alice",
+            remote_spool=f"/home/hpcuser/lj/{name}/spool", owner=site_bundle.BUNDLE_OWNER,
             clusters=[8], jobs=["8.0"], info={"remote_dir": f"/home/hpcuser/lj/{name}"},
         )  # fmt: skip
         ledger.set_phase(name, "launched")

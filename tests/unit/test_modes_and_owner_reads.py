@@ -16,6 +16,7 @@ import pytest
 
 from lumberjack.ap import as_user, bundle
 from lumberjack.ap import export as export_mod
+from lumberjack.ap.identity import owner_of
 from lumberjack.errors import BadInput
 from lumberjack.site import agent, remote_pool
 from lumberjack.state.ledger import Ledger
@@ -165,6 +166,6 @@ def test_inputs_are_read_with_the_owners_identity(shared_dir: Path) -> None:
     with pytest.raises(BadInput, match=r"^input file .*/folder/sneaky is not readable"):
         check(folder)
     # Root itself (an owner that is root) reads in this process, as before.
-    assert as_user.identity("root") is None
+    assert owner_of("root") is None
     with pytest.raises(BadInput, match="has no account on this machine"):
-        as_user.identity("no-such-user-here")
+        owner_of("no-such-user-here")

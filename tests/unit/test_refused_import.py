@@ -52,7 +52,7 @@ def fetched(ledger: Ledger, tmp_path: Path, queue=site_bundle.queue_ads):  # -> 
     bundle = site_bundle.build(tmp_path / "calib")
     ledger.create(
         "calib", site="testbed", bundle_dir=bundle, remote_spool=f"{ROOT}/spool",
-        owner="alice", clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
+        owner=site_bundle.BUNDLE_OWNER, clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
         info={"remote_dir": ROOT, "request": lifecycle.request_info(
             build_request(find_profile("testbed"), nodes=3, cores=2, walltime="30m"))},
     )  # fmt: skip
@@ -78,7 +78,7 @@ def test_a_broken_queue_from_the_site_can_still_be_cleaned_up_and_handed_back(
 ) -> None:
     site, schedd = fetched(ledger, tmp_path)
     record = ledger.get("calib")
-    (record.bundle_dir / lifecycle.RETURNED / "job_queue.log").write_text("garbage\n")
+    (lifecycle.returned_dir(ledger, record) / "job_queue.log").write_text("garbage\n")
     with pytest.raises(LumberjackError):
         lifecycle.import_results(ledger, schedd, record)
     assert ledger.get("calib").phase == "fetched" and schedd.merged == []
@@ -134,7 +134,7 @@ def test_the_command_line_offers_the_escapes_from_fetched(
     ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger.create("calib", site="testbed", bundle_dir=tmp_path / "b", remote_spool="/s",
-                  owner="alice", clusters=[7], jobs=["7.0"])  # fmt: skip
+                  owner=site_bundle.BUNDLE_OWNER, clusters=[7], jobs=["7.0"])  # fmt: skip
     ledger.set_phase("calib", "fetched")
     monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(ledger.directory))
     refused = CliRunner().invoke(cli, ["unexport", "calib"])

@@ -1,0 +1,76 @@
+"""Acting as a job's owner: who that is, and file operations with the owner's identity.
+
+Root on an access point touches a user's paths only as that user, the way HTCondor's
+shadow does (set_user_priv): the effective uid, gid and supplementary groups become the
+owner's for the operation, so the kernel decides what may be read or written, and they
+come back afterwards (the real and saved uid stay root, so the owner can neither signal
+nor trace the process meanwhile). Work that must not share root's address space with
+the owner's rights at all (reading inputs, writing a bundle, the schedd's import) runs
+in a forked child that drops to the owner for good: see as_user.py.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from lumberjack.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A local account root acts as."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+
+def owner_of(name: str) -> Owner | None:
+    """The account root acts as for `name`; None when this process may act itself (it
+    is not root, or `name` is root). BadInput when `name` has no local account."""
+    if os.getuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise BadInput(f"job owner {name!r} has no account on this machine") from None
+    if entry.pw_uid == 0:
+        return None
+    groups = tuple(os.getgrouplist(name, entry.pw_gid))
+    return Owner(name, entry.pw_uid, entry.pw_gid, groups)
+
+
+def owner_of_path(path: str) -> Owner | None:
+    """The owner of `path` (not followed) as the account to act as, for a bundle that
+    came with no ledger entry: what a user hands root is read as that user."""
+    uid = os.lstat(path).st_uid
+    if os.getuid() != 0 or uid == 0:
+        return None
+    try:
+        return owner_of(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        raise BadInput(f"{path} belongs to uid {uid}, which has no account here") from None
+
+
+@contextmanager
+def acting_as(owner: Owner | None) -> Iterator[None]:
+    """File operations in the block run with `owner`'s effective ids (None: as we are)."""
+    if owner is None or os.geteuid() == owner.uid:
+        yield
+        return
+    groups = os.getgroups()
+    os.setgroups(owner.groups)
+    os.setegid(owner.gid)
+    os.seteuid(owner.uid)
+    try:
+        yield
+    finally:
+        # Back to root: uid first (only root may set the others), then gid and groups.
+        os.seteuid(0)
+        os.setegid(os.getgid())
+        os.setgroups(groups)
