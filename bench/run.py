@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
         os.environ.update(testbed.up())
         os.environ["PYTHONPATH"] = str(ROOT)
         work = owned_dir(testbed.testbed_dir() / "work" / "bench")
-        os.environ["LUMBERJACK_STATE_DIR"] = str(work / "state")
+        os.environ["LUMBERJACK_STATE_DIR"] = str(testbed.root_state_dir("bench"))
         try:
             if "export" in sections:
                 results["export"] = bench_export_import.run(work / "export")

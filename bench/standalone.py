@@ -28,10 +28,7 @@ def main(
         os.environ.update(testbed.env())
         os.environ["PYTHONPATH"] = str(ROOT)
         if "LUMBERJACK_STATE_DIR" not in os.environ:
-            state = work.parent / f"bench-{name}-state"
-            state.mkdir(parents=True, exist_ok=True)
-            os.chown(state, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
-            os.environ["LUMBERJACK_STATE_DIR"] = str(state)
+            os.environ["LUMBERJACK_STATE_DIR"] = str(testbed.root_state_dir(f"bench-{name}"))
     results = run(work)
     print(json.dumps(results, indent=1))
     print(markdown(results))

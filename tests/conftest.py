@@ -75,7 +75,8 @@ def workspace(access_point: testbed.Pool, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture
 def state_dir(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    state = workspace / "state"
+    # root's ledger where no user can write: not in the submitter's workspace
+    state = testbed.root_state_dir(workspace.name)
     monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(state))
     return state
 

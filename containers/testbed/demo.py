@@ -77,7 +77,9 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     os.chown(work, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
-    os.environ["LUMBERJACK_STATE_DIR"] = str(work / "state")
+    state = testbed.root_state_dir("demo")
+    shutil.rmtree(state, ignore_errors=True)
+    os.environ["LUMBERJACK_STATE_DIR"] = str(testbed.root_state_dir("demo"))
     os.environ["PYTHONPATH"] = str(HERE.parent.parent)
     name = time.strftime("demo-%Y%m%d-%H%M%S")
     remote_dir = ""
@@ -161,7 +163,7 @@ def main() -> int:
         print(f"logins accepted by the site for the whole journey: "
               f"{authentications() - logins_before} (one code)")  # fmt: skip
         show(["logout", SITE])
-        show_where(work / "state")
+        show_where(Path(os.environ["LUMBERJACK_STATE_DIR"]))
     finally:
         journey.lumberjack("logout", SITE, check=False)
         if remote_dir:

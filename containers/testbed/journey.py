@@ -29,7 +29,7 @@ exit "$2"
 
 def chown_tree(path: Path) -> None:
     for item in [path, *path.rglob("*")]:
-        os.chown(item, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
+        os.chown(item, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID, follow_symlinks=False)
 
 
 def make_job_dir(workspace: Path, name: str = "job") -> Path:
@@ -158,11 +158,13 @@ def run_in_second_pool(bundle: Path, spool: Path, expect_jobs: int, timeout: flo
 
 
 def fetch_back(spool: Path, bundle: Path) -> None:
-    """What fetching does for an offline bundle: the remote spool replaces bundle/spool."""
+    """What fetching does for an offline bundle: the remote spool replaces bundle/spool.
+    The submitter brings it back, so it is the submitter's (import reads it as them)."""
     import shutil
 
     shutil.rmtree(bundle / "spool")
     shutil.copytree(spool, bundle / "spool", symlinks=True)
+    chown_tree(bundle / "spool")
 
 
 # ---- the site journey ------------------------------------------------------------------

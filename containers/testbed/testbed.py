@@ -550,6 +550,26 @@ ENABLE_IPV6 = FALSE
         with os.fdopen(fd, "w") as out:
             out.write(token)
 
+    def client_config_for(self, rootfs: Path, user: str) -> Path:
+        """A host client config that authenticates as `user`@UID_DOMAIN by a token of its
+        own (e.g. root, as an access point's cron has root's credentials)."""
+        token_dir = self.root / f"client-tokens-{user}"
+        token_dir.mkdir(mode=0o700, exist_ok=True)
+        token_file = token_dir / user
+        if not token_file.exists():
+            token = self.condor(rootfs, "condor_token_create", "-identity",
+                                f"{user}@{UID_DOMAIN}", "-lifetime", str(24 * 3600))  # fmt: skip
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(token)
+        config = self.root / f"client_config_{user}"
+        config.write_text(
+            self.client_config.read_text().replace(
+                str(self.root / "client-tokens"), str(token_dir)
+            )
+        )
+        return config
+
     def stop(self) -> None:
         pid = recorded_pid(self.pid_file)
         if pid is not None:
@@ -600,6 +620,17 @@ def env() -> dict[str, str]:
         "CONDOR_CONFIG": str(ACCESS_POINT.client_config),
         "LUMBERJACK_TESTBED_DIR": str(testbed_dir()),
     }
+
+
+def root_state_dir(name: str) -> Path:
+    """A ledger directory for root: root's at every level (lumberjack refuses root
+    state a user could swap), under the testbed's own root-owned directory."""
+    base = testbed_dir() / "state"
+    base.mkdir(parents=True, exist_ok=True, mode=0o755)
+    os.chmod(base, 0o755)
+    path = base / name
+    path.mkdir(exist_ok=True, mode=0o711)
+    return path
 
 
 def ensure_host_submitter() -> None:

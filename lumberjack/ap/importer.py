@@ -537,7 +537,8 @@ def run_import(
             if acting is None:
                 schedd.import_results(merge_dir)
             else:  # the schedd opens the queue as whom it authenticates: the owner
-                as_user.call_as(manifest.owner, "import_results", {"import_dir": str(merge_dir)})
+                args = {"location": schedd.location, "import_dir": str(merge_dir)}
+                as_user.call_as(manifest.owner, "import_results", args)
     return report
 
 

@@ -50,11 +50,13 @@ class LocalSchedd:
     def __init__(self) -> None:
         htcondor = _htcondor()
         htcondor.reload_config()
+        #: where the schedd is (None: the local one), for a child that acts as an owner
+        self.location: Any = None
         try:
             name = htcondor.param.get("SCHEDD_HOST")
             if name:
-                location = htcondor.Collector().locate(htcondor.DaemonType.Schedd, name)
-                self._schedd = htcondor.Schedd(location)
+                self.location = htcondor.Collector().locate(htcondor.DaemonType.Schedd, name)
+                self._schedd = htcondor.Schedd(self.location)
             else:
                 self._schedd = htcondor.Schedd()
         except Exception as exc:  # the bindings raise HTCondorException or ValueError
@@ -94,12 +96,7 @@ class LocalSchedd:
         )
 
     def import_results(self, import_dir: Path) -> int:
-        try:
-            result = self._schedd.import_exported_job_results(str(import_dir))
-        except Exception as exc:
-            raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
-        _check_action(result, "import")
-        return int(result.get("TotalJobAds", 0))
+        return _import_into(self._schedd, str(import_dir))
 
     def unexport(self, clusters: list[int]) -> int:
         try:
@@ -110,15 +107,32 @@ class LocalSchedd:
         return int(result.get("TotalJobAds", 0))
 
 
-def import_as_owner(import_dir: str, progress: Any = None) -> int:
-    """The schedd's import, from a child that became the job's owner (as_user.call_as).
+def import_as_owner(location: Any, import_dir: str, progress: Any = None) -> int:
+    """The schedd's import, from a child that became the job's owner (as_user.call_as):
+    the schedd opens the queue as the user it authenticates, and refuses root.
 
-    The schedd opens the queue as the user it authenticates, and refuses root: the owner
-    proves who it is by FS, the local method every access point's schedd accepts. The
-    config is read again so that no session of the parent's identity is reused.
+    The owner proves who it is by FS, the local method an access point's schedd accepts;
+    the config is read again so that no security session of the parent's identity is
+    reused. `location` (LocalSchedd.location) was found by the parent: the child asks
+    no collector.
     """
+    htcondor = _htcondor()
     os.environ["_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS"] = "FS"
-    return LocalSchedd().import_results(Path(import_dir))
+    htcondor.reload_config()
+    try:
+        schedd = htcondor.Schedd(location) if location is not None else htcondor.Schedd()
+    except Exception as exc:
+        raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
+    return _import_into(schedd, import_dir)
+
+
+def _import_into(schedd: Any, import_dir: str) -> int:
+    try:
+        result = schedd.import_exported_job_results(import_dir)
+    except Exception as exc:
+        raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
+    _check_action(result, "import")
+    return int(result.get("TotalJobAds", 0))
 
 
 class JobAd(dict):

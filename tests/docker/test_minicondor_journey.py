@@ -122,7 +122,7 @@ def ap_client(tier: Tier, pools: Pools) -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CONDOR_CONFIG", str(write_client_config(pools, tier.work)))
-        patch.setenv("LUMBERJACK_STATE_DIR", str(tier.work / "state"))
+        patch.setenv("LUMBERJACK_STATE_DIR", str(testbed.root_state_dir(tier.work.name)))
         htcondor2.reload_config()
         yield
     htcondor2.reload_config()

@@ -1,0 +1,201 @@
+"""Root runs lumberjack for a submitter (as a facility's cron does, with root's own
+credentials at the schedd) and the submitter is hostile: each attack of the security
+review, against the testbed's real schedd, site and Slurm.
+
+One journey to the testbed site carries three clusters of alice's: an ordinary one, one
+whose output remap points into a root-owned directory, one whose initialdir is a root-
+owned directory. While it runs, alice plants in her bundle what root used to follow: an
+import-state/merge link to a root directory, and a returned/ tree of her own with a link
+to a root-only file. Every test below reads one outcome of that journey.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import testbed
+from journey import (
+    SITE_BASE,
+    chown_tree,
+    history,
+    last_json,
+    lumberjack,
+    make_job_dir,
+    query,
+    submit,
+    tree,
+)
+
+pytestmark = pytest.mark.integration
+SECRET = "root-only secret, never alice's\n"
+
+
+class Journey:
+    def __init__(self, base: Path, state: Path) -> None:
+        self.base, self.state = base, state
+        self.root_dir = base / "root-owned"  # root's, 0755: alice may read, not write
+        self.victim = self.root_dir / "victim.conf"
+        self.planted_target = base / "root-planted-target"
+        self.secret = base / "root-only-secret"
+        self.name = f"rootacts-{uuid.uuid4().hex[:6]}"
+        self.results: dict = {}
+
+
+def _root_tree(journey: Journey) -> None:
+    journey.root_dir.mkdir(mode=0o755)
+    journey.victim.write_text("root's config\n")
+    os.chmod(journey.victim, 0o644)
+    # initialdir of cluster C: root's, with inputs alice may read
+    iwd = journey.root_dir / "job"
+    (iwd / "sub").mkdir(parents=True)
+    (iwd / "run.sh").write_text((journey.base / "job" / "run.sh").read_text())
+    (iwd / "run.sh").chmod(0o755)
+    (iwd / "in put.txt").write_text("root's input\n")
+    (iwd / "sub" / "data.txt").write_text("data\n")
+    for path in (iwd, iwd / "sub"):
+        os.chmod(path, 0o755)
+    journey.planted_target.mkdir(mode=0o750)
+    (journey.planted_target / "keep").write_text("root's\n")
+    journey.secret.write_text(SECRET)
+    os.chmod(journey.secret, 0o600)
+
+
+def _plant(journey: Journey, bundle: Path) -> None:
+    """What alice does to her own bundle once it exists (as her: lchown'd)."""
+    state = bundle / "import-state"
+    state.mkdir()
+    (state / "merge").symlink_to(journey.planted_target)
+    returned = bundle / "returned"
+    job = returned / "sneaky"
+    job.mkdir(parents=True)
+    (job / "_condor_stdout").symlink_to(journey.secret)
+    (returned / "job_queue.log").write_text("")
+    chown_tree(state)
+    chown_tree(returned)
+
+
+@pytest.fixture(scope="module")
+def done(access_point: testbed.Pool, site, tmp_path_factory) -> Journey:  # noqa: ANN001
+    base = testbed.testbed_dir() / "work" / f"rootacts-{os.getpid()}"
+    base.mkdir(parents=True, mode=0o755)
+    os.chown(base, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
+    state = testbed.root_state_dir(base.name)
+    journey = Journey(base, state)
+    job_dir = make_job_dir(base)
+    _root_tree(journey)
+    saved = {key: os.environ.get(key) for key in ("CONDOR_CONFIG", "LUMBERJACK_STATE_DIR")}
+    try:
+        # alice submits with her own credentials ...
+        ordinary = submit(job_dir, 1)
+        remap = submit(job_dir, 1, transfer_output_remaps=f'"renamed.txt = {journey.victim}"')
+        in_root_dir = submit(job_dir, 1, initialdir=str(journey.root_dir / "job"),
+                             executable=str(journey.root_dir / "job" / "run.sh"),
+                             log=str(base / "c.log"))  # fmt: skip
+        # ... root runs lumberjack with root's (a queue superuser, as cron has)
+        rootfs = testbed.rootfs_path()
+        os.environ["CONDOR_CONFIG"] = str(access_point.client_config_for(rootfs, "root"))
+        os.environ["LUMBERJACK_STATE_DIR"] = str(state)
+        journey.results.update(job_dir=job_dir, clusters=(ordinary, remap, in_root_dir))
+        journey.results["before"] = tree(job_dir)
+        lumberjack("export", "--ids", str(ordinary), str(remap), str(in_root_dir),
+                   "--site", "testbed", "--name", journey.name, "--walltime", "20m")  # fmt: skip
+        _plant(journey, state / "bundles" / journey.name)
+        deadline = time.monotonic() + 420
+        while True:
+            entry = last_json(lumberjack("exports", "--json"))["exports"][0]
+            if entry["phase"] == "imported":
+                break
+            assert entry["phase"] not in ("failed", "unexported"), entry
+            assert time.monotonic() < deadline, entry
+            result = lumberjack("sync", "--name", journey.name, "--json", check=False)
+            journey.results.setdefault("syncs", []).append(result.stdout + result.stderr)
+            time.sleep(2)
+        journey.results["import"] = last_json(lumberjack("import", journey.name, "--json"))
+        yield journey
+    finally:
+        lumberjack("cleanup", journey.name, check=False)
+        from journey import stop_at_site
+
+        stop_at_site(journey.name, f"{SITE_BASE}/{journey.name}")
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _held(cluster: int) -> dict:
+    import htcondor2
+
+    htcondor2.reload_config()
+    ads = query(f"ClusterId == {cluster}", ["JobStatus", "HoldReason", "HoldReasonCode"])
+    assert len(ads) == 1, ads
+    return ads[0]
+
+
+def test_root_credentials_carry_the_whole_journey(done: Journey) -> None:
+    ordinary = done.results["clusters"][0]
+    ads = history(ordinary, ["ProcId", "JobStatus", "Owner", "Managed"], expect=1)
+    assert ads[0]["JobStatus"] == 4 and ads[0]["Owner"] == "alice" and "Managed" not in ads[0]
+    job_dir = done.results["job_dir"]
+    assert (job_dir / "out.0").read_text() == "stdout of job 0\n"
+    assert os.stat(job_dir / "out.0").st_uid == testbed.SUBMITTER_UID
+
+
+def test_a_remap_into_a_root_directory_holds_the_job_and_writes_nothing(done: Journey) -> None:
+    remap = done.results["clusters"][1]
+    ad = _held(remap)
+    assert ad["JobStatus"] == 5 and ad["HoldReasonCode"] == 12
+    assert ad["HoldReason"] == f"cannot write {done.victim} as alice: Permission denied"
+    assert done.victim.read_text() == "root's config\n"
+    info = os.stat(done.victim)
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o644)
+    assert sorted(p.name for p in done.root_dir.iterdir()) == ["job", "victim.conf"]
+    assert f"{remap}.0" in done.results["import"]["held"]
+
+
+def test_an_initialdir_in_a_root_directory_holds_the_job(done: Journey) -> None:
+    cluster = done.results["clusters"][2]
+    ad = _held(cluster)
+    assert ad["JobStatus"] == 5
+    assert ad["HoldReason"].startswith(f"cannot write {done.root_dir / 'job'}/")
+    assert ad["HoldReason"].endswith(" as alice: Permission denied")
+    assert sorted(p.name for p in (done.root_dir / "job").iterdir()) == [
+        "in put.txt", "run.sh", "sub"
+    ]  # fmt: skip
+
+
+def test_a_planted_import_state_link_is_never_followed(done: Journey) -> None:
+    info = os.stat(done.planted_target)
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, 0o750)
+    assert [p.name for p in done.planted_target.iterdir()] == ["keep"]
+    bundle_state = done.state / "bundles" / done.name / "import-state"
+    assert (bundle_state / "merge").is_symlink()  # alice's, left as she made it
+
+
+def test_a_returned_tree_planted_in_the_bundle_is_never_read(done: Journey) -> None:
+    found = [
+        path for path in done.base.rglob("*")
+        if path.is_file() and not path.is_symlink() and path != done.secret
+        and path.read_bytes() == SECRET.encode()
+    ]  # fmt: skip
+    assert found == []
+    job_dir = done.results["job_dir"]
+    after = tree(job_dir)
+    new = {path for path in after if path not in done.results["before"]}
+    assert new <= {"out.0", "err.0", "result.txt", "results/renamed-0.txt", "job.log", "c.log"}
+
+
+def test_roots_working_state_is_roots_at_every_level(done: Journey) -> None:
+    returned = done.state / "work" / done.name / "returned"
+    for level in (done.state, done.state / "work", done.state / "work" / done.name, returned):
+        info = os.lstat(level)
+        assert stat.S_ISDIR(info.st_mode) and info.st_uid == 0, level
+        assert not info.st_mode & 0o022, level
+    assert stat.S_IMODE(os.lstat(returned).st_mode) == 0o700
+    assert (returned / "job_queue.log").exists()
