@@ -564,9 +564,7 @@ ENABLE_IPV6 = FALSE
                 out.write(token)
         config = self.root / f"client_config_{user}"
         config.write_text(
-            self.client_config.read_text().replace(
-                str(self.root / "client-tokens"), str(token_dir)
-            )
+            self.client_config.read_text().replace(str(self.root / "client-tokens"), str(token_dir))
         )
         return config
 

@@ -1,4 +1,5 @@
-"""Reading a user's inputs and writing a user's bundle with that user's identity.
+"""Work done in a child process that has become a job's owner: reading the owner's
+inputs and writing the bundle at export, the schedd's merge at import.
 
 `export` often runs as root for a job's owner. Every read of the owner's input files and
 every file and directory of the bundle happen in a child process that runs as the owner
@@ -10,7 +11,7 @@ the owner (or the owner is root) the same functions run in this process.
 The child is forked (the interpreter may live where the owner cannot reach it, e.g. a
 root-only virtualenv) and drops to the owner before it does anything else; it reports
 through a pipe, one JSON line per progress report and a last line with the result or the
-error. Export opens no thread before it (the SSH connection is closed by then).
+error. The child touches nothing another thread could hold (no SSH, no logging).
 """
 
 from __future__ import annotations
@@ -28,26 +29,19 @@ from lumberjack.errors import BadInput, LumberjackError
 ProgressCallback = Callable[[int], None]
 
 
-def _calls() -> dict[str, Callable[..., Any]]:
-    # Imported here: export imports this module.
-    from lumberjack.ap import export, schedd
-
-    return {
-        "check_inputs": export.check_inputs_json,
-        "write_bundle": export.write_bundle_json,
-        "import_results": schedd.import_as_owner,
-    }
-
-
 def call_as(
-    owner: str, name: str, args: dict[str, Any], progress: ProgressCallback | None = None
+    owner: str,
+    call: Callable[..., Any],
+    args: dict[str, Any],
+    progress: ProgressCallback | None = None,
 ) -> Any:
-    """`name`(**args) with the identity of `owner`; its JSON result."""
+    """`call`(**args, progress=...) with the identity of `owner`; its JSON result. `call`
+    is imported by the caller, before the fork: the owner may not read the interpreter's
+    own files."""
     found = owner_of(owner)
     if found is None:
-        return _calls()[name](progress=progress, **args)
+        return call(progress=progress, **args)
     uid, gid, groups = found.uid, found.gid, list(found.groups)
-    call = _calls()[name]  # looked up (and imported) before the fork
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: become the owner, do the work, report, exit

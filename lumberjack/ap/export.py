@@ -237,7 +237,7 @@ def plan_export(
         path_map.add(rewrite_job(job["ClusterId"], job["ProcId"], job.texts, {}, remote_spool))
     owner = str(jobs[0]["Owner"])
     inputs = [item.to_json() for item in path_map.inputs.values()]
-    files, size = as_user.call_as(owner, "check_inputs", {"inputs": inputs})
+    files, size = as_user.call_as(owner, check_inputs_json, {"inputs": inputs})
     plan = Plan(
         name=name,
         owner=owner,
@@ -353,7 +353,7 @@ def run_export(
             # Written as the owner: its inputs are read, and the bundle made, as the owner.
             args = {"plan": plan.to_json(), "native_log": str(result.log),
                     "local_iwds": local_iwds, "site": site}  # fmt: skip
-            written = as_user.call_as(plan.owner, "write_bundle", args, progress)
+            written = as_user.call_as(plan.owner, write_bundle_json, args, progress)
             # Import refuses a manifest (and so a path map) changed after this point.
             ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
                 plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip

@@ -38,7 +38,7 @@ from lumberjack.ap.output_writer import (
 )
 from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrite_job
 from lumberjack.ap.placement import check_safe_relative, plan_outputs
-from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.ap.schedd import LocalSchedd, import_as_owner
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
@@ -538,7 +538,7 @@ def run_import(
                 schedd.import_results(merge_dir)
             else:  # the schedd opens the queue as whom it authenticates: the owner
                 args = {"location": schedd.location, "import_dir": str(merge_dir)}
-                as_user.call_as(manifest.owner, "import_results", args)
+                as_user.call_as(manifest.owner, import_as_owner, args)
     return report
 
 

@@ -151,10 +151,10 @@ def _cannot(dest: Path, owner_name: str, exc: OSError) -> CannotPlace:
 
 def _write_output(fd: int, st: os.stat_result, dest: Path, owner_name: str) -> None:
     try:
-        dir_fd = safe_write.open_dir(str(dest.parent), None, create=True)
+        dir_fd = safe_write.open_dir(str(dest.parent), create=True)
         try:
             executable = bool(st.st_mode & 0o111)
-            safe_write.write_file(dir_fd, dest.name, fd, st.st_size, executable, None)
+            safe_write.write_file(dir_fd, dest.name, fd, st.st_size, executable)
         finally:
             os.close(dir_fd)
     except OSError as exc:
@@ -167,9 +167,9 @@ def _open_user_log(dest: Path, owner_name: str) -> int:
     """The user log opened for appending as the owner: a link, FIFO, device or a file
     with other hard links is not appended to (the job is held instead)."""
     try:
-        dir_fd = safe_write.open_dir(str(dest.parent), None, create=True)
+        dir_fd = safe_write.open_dir(str(dest.parent), create=True)
         try:
-            fd = safe_write.open_log(dir_fd, dest.name, None)
+            fd = safe_write.open_log(dir_fd, dest.name)
         finally:
             os.close(dir_fd)
     except OSError as exc:
@@ -177,7 +177,7 @@ def _open_user_log(dest: Path, owner_name: str) -> int:
     except BadInput as exc:
         raise CannotPlace(f"cannot append to {dest} as {owner_name}: {exc}", errno.EPERM) from None
     try:
-        userlog.check_log_file(fd, str(dest), None)
+        userlog.check_log_file(fd, str(dest))
     except BadInput as exc:
         os.close(fd)
         raise CannotPlace(f"cannot append to {dest} as {owner_name}: {exc}", errno.EPERM) from None

@@ -1,12 +1,13 @@
-"""Writing a user's outputs without following a link the user controls.
+"""Writing a user's outputs without following a link someone else could have made.
 
-Import runs as root on access points. Every destination directory is opened component
-by component from ``/`` with O_NOFOLLOW|O_DIRECTORY (openat through ``dir_fd``); a
-symbolic link on the way is followed only when neither the user nor anyone but root
+Import does this as the job's owner (identity.acting_as): the kernel decides what the
+owner may write, and the owner's own links lead only where the owner may write anyway.
+Every destination directory is opened component by component from ``/`` with
+O_NOFOLLOW|O_DIRECTORY (openat through ``dir_fd``); when the process is root (an owner
+that is root itself), a symbolic link on the way is followed only when nobody but root
 could have made it (owned by root, in a directory only root can write), which keeps
 ``/home -> /data/home`` working. Missing directories are made through the parent's
-descriptor and given to the user by fchown on the opened directory. Files are created
-O_CREAT|O_EXCL|O_NOFOLLOW under a temporary name, fchown'ed on the descriptor and
+descriptor. Files are created O_CREAT|O_EXCL|O_NOFOLLOW under a temporary name and
 renamed with the directory descriptors, so a link planted at the temporary or the final
 name is replaced, never written through.
 """
@@ -32,11 +33,10 @@ def _trusted_link(parent_fd: int, name: str) -> bool:
     return st.st_uid == 0 and parent.st_uid == 0 and not parent.st_mode & 0o022
 
 
-def open_dir(path: str, ids: tuple[int, int] | None = None, create: bool = False) -> int:
+def open_dir(path: str, create: bool = False) -> int:
     """A descriptor of the absolute directory ``path``; see the module docstring.
 
-    With ``create``, missing components are made (mode 0777 less the umask) and owned
-    by ``ids`` when running as root.
+    With ``create``, missing components are made (mode 0777 less the umask).
     """
     if not path.startswith("/"):
         raise BadInput(f"{path!r} is not an absolute path")
@@ -60,8 +60,6 @@ def open_dir(path: str, ids: tuple[int, int] | None = None, create: bool = False
                 except FileExistsError:
                     pass  # made meanwhile; opened below with the same care
                 new = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                if os.geteuid() == 0 and ids is not None:
-                    os.fchown(new, *ids)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise
@@ -96,7 +94,6 @@ def write_file(
     source_fd: int,
     size: int,
     executable: bool,
-    ids: tuple[int, int] | None,
 ) -> None:
     """Copy ``size`` bytes of ``source_fd`` to ``name`` in ``dir_fd``, atomically."""
     tmp = f".{name}.lumberjack-part"
@@ -109,8 +106,6 @@ def write_file(
         _remove_entry(dir_fd, tmp)
         out = os.open(tmp, flags, mode, dir_fd=dir_fd)
     try:
-        if os.geteuid() == 0 and ids is not None:
-            os.fchown(out, *ids)
         left = size
         while left > 0:
             chunk = os.read(source_fd, min(CHUNK, left))
@@ -142,8 +137,8 @@ def _remove_entry(dir_fd: int, name: str) -> None:
         raise BadInput(f"{name}: a directory is in the way of the temporary file") from None
 
 
-def open_log(dir_fd: int, name: str, ids: tuple[int, int] | None) -> int:
-    """The user log ``name`` opened for appending; created (owned by the user) if missing.
+def open_log(dir_fd: int, name: str) -> int:
+    """The user log ``name`` opened for appending; created if missing.
 
     A link at the name is refused (ELOOP), a FIFO does not block (O_NONBLOCK, then
     checked by the caller with fstat).
@@ -154,8 +149,6 @@ def open_log(dir_fd: int, name: str, ids: tuple[int, int] | None) -> int:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except FileNotFoundError:
         fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dir_fd)
-        if os.geteuid() == 0 and ids is not None:
-            os.fchown(fd, *ids)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise BadInput(f"user log {name} is a symbolic link; not appending to it") from None

@@ -13,7 +13,7 @@ DAGMan believes these). Dropped and counted: events of other jobs, truncated eve
 garbage between events, events that contradict the job's status.
 
 Appending is recorded in the same step (``append_once``): before writing, the log's
-size and the bytes to append go to a journal in the bundle's import-state; a rerun
+size and the bytes to append go to a journal in root's import state; a rerun
 after a crash finds those bytes after the recorded size and appends nothing twice.
 The user's log is never truncated.
 """
@@ -220,12 +220,10 @@ def _write_journal(path: Path, entry: dict) -> None:
     write_atomic(path, json.dumps(entry, sort_keys=True).encode(), mode=0o600)
 
 
-def check_log_file(fd: int, dest: str, uid: int | None) -> None:
-    """Refuse to append to anything but the user's own plain file."""
+def check_log_file(fd: int, dest: str) -> None:
+    """Refuse to append to anything but a plain file of one name."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise BadInput(f"user log {dest} is not a regular file; not appending to it")
     if st.st_nlink > 1:
         raise BadInput(f"user log {dest} has other hard links; not appending to it")
-    if uid is not None and st.st_uid != uid:
-        raise BadInput(f"user log {dest} is not owned by the job's owner; not appending to it")

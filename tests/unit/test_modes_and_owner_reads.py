@@ -157,7 +157,7 @@ def test_inputs_are_read_with_the_owners_identity(shared_dir: Path) -> None:
 
     def check(*paths: Path) -> list[int]:
         args = {"inputs": [{"local_path": str(p)} for p in paths]}
-        return as_user.call_as("nobody", "check_inputs", args)
+        return as_user.call_as("nobody", export_mod.check_inputs_json, args)
 
     assert check(inputs / "to-public", folder) == [2, len("anyone may read this\n") + 3]
     with pytest.raises(BadInput, match=r"^input file .*/to-secret is not readable"):
