@@ -643,3 +643,50 @@ def test_an_import_begun_by_an_older_version_keeps_its_record(world: World) -> N
     (state / output_writer.LEGACY_PLACED).write_text(json.dumps(["7.0"]))
     assert world.run().files_placed == per_job["7.1"]
     assert world.run().files_placed == 0
+
+
+# --- unprivileged: the owner imports their own bundle, another user cannot ---------------
+
+
+def _as_account(name: str, action) -> str:  # noqa: ANN001
+    """`action()` in a forked child that has become `name` for good; what it reports
+    ("ok" or the error's type and text)."""
+    entry = pwd.getpwnam(name)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(entry.pw_gid)
+            os.setuid(entry.pw_uid)
+            action()
+            answer = "ok"
+        except BaseException as exc:  # reported to the parent, never raised here
+            answer = f"{type(exc).__name__}: {exc}"
+        os.write(write_end, answer.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as reader:
+        answer = reader.read()
+    os.waitpid(pid, 0)
+    return answer
+
+
+@needs_root
+def test_an_unprivileged_owner_imports_and_another_user_cannot(world: World) -> None:
+    world.save()
+    for path in (world.bundle, *world.bundle.rglob("*")):
+        os.lchown(path, *IDS)
+    os.chown(world.work, *IDS)
+    os.chmod(world.bundle, 0o700)
+
+    def run() -> None:
+        importer.run_import(None, world.bundle, world.returned, work_dir=world.work)
+
+    other = "daemon"  # a second unprivileged account: nobody's bundle is not theirs
+    assert _as_account(other, run).startswith("BadInput: ")
+    assert not (world.iwd / "out.0").exists()
+    assert _as_account(OWNER, run) == "ok"
+    assert (world.iwd / "out.0").read_text() == "out 0\n"
+    assert (world.iwd / "out.0").stat().st_uid == IDS[0]
