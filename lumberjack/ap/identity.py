@@ -48,7 +48,10 @@ def owner_of(name: str) -> Owner | None:
 def owner_of_path(path: str) -> Owner | None:
     """The owner of `path` (not followed) as the account to act as, for a bundle that
     came with no ledger entry: what a user hands root is read as that user."""
-    uid = os.lstat(path).st_uid
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError as exc:
+        raise BadInput(f"{path}: {exc.strerror}") from None
     if os.getuid() != 0 or uid == 0:
         return None
     try:

@@ -26,12 +26,12 @@ import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer
 from lumberjack.ap.agent_zipapp import build_agent
-from lumberjack.ap.identity import owner_of
+from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
@@ -43,6 +43,7 @@ from lumberjack.site.runtime import release_names
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
+from lumberjack.transport.transfer import open_plain
 
 if TYPE_CHECKING:
     from lumberjack.transport import Progress
@@ -195,8 +196,21 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     check_phase(record, "ship")
     layout = layout_of(record)
 
+    # The bundle is the owner's: root reads it only as the owner (a file swapped for a
+    # link to a root-only file is then unreadable, never sent), and the manifest only as
+    # the ledger recorded it.
+    owner = owner_of(record.owner) if record.owner else None
+
+    def open_source(path: Path) -> BinaryIO:
+        with acting_as(owner):
+            return open_plain(path)
+
     def act() -> dict[str, Any]:
-        manifest = bundle_mod.load_manifest(record.bundle_dir)
+        with acting_as(owner):
+            read = bundle_mod.read_manifest_once(record.bundle_dir)
+        manifest = importer.load_checked_manifest(
+            record.bundle_dir, record.info.get("manifest_sha256"), read
+        )
         conn = site.conn
         # The export's directory is the site account's alone before anything lands in it.
         root = shlex.quote(layout.root)
@@ -204,17 +218,18 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         crash_point("ship.before-upload")
         if crashpoints.armed() == "ship.mid-upload":  # half the files, as a cut link leaves
             conn.upload(record.bundle_dir / "spool", posixpath.join(layout.bundle, "spool"),
-                        manifest.files[: max(1, len(manifest.files) // 2)])  # fmt: skip
+                        manifest.files[: max(1, len(manifest.files) // 2)],
+                        open_source=open_source)  # fmt: skip
             crash_point("ship.mid-upload")
         report = conn.upload(
             record.bundle_dir / "spool",
             posixpath.join(layout.bundle, "spool"),
             manifest.files,
             progress=site.progress,
+            open_source=open_source,
         )
         crash_point("ship.after-upload")
-        conn.put_bytes((record.bundle_dir / bundle_mod.MANIFEST).read_bytes(),
-                       posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o600)  # fmt: skip
+        conn.put_bytes(read.data, posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o600)
         conn.put_bytes(build_agent(), layout.agent, 0o700)
         release = ship_condor_release(site, layout)
         crash_point("ship.before-ledger")

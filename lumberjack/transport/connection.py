@@ -180,9 +180,10 @@ class SiteConnection:
         files: list[FileEntry],
         *,
         progress: Progress | None = None,
+        open_source: transfer.OpenSource | None = None,
     ) -> TransferReport:
         """Make remote_root hold `files` exactly, verified (see transfer.upload)."""
-        return transfer.upload(self, local_root, remote_root, files, progress)
+        return transfer.upload(self, local_root, remote_root, files, progress, open_source)
 
     def download(
         self,

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from lumberjack.ap.bundle import check_relative
 from lumberjack.core.manifest import FileEntry
@@ -43,6 +45,10 @@ from lumberjack.transport.states import (
 
 if TYPE_CHECKING:
     from lumberjack.transport.connection import SiteConnection
+
+
+#: Opens a local file to send (upload's `open_source`).
+OpenSource = Callable[[Path], BinaryIO]
 
 
 class Progress(Protocol):
@@ -112,12 +118,16 @@ def upload(
     remote_root: str,
     files: list[FileEntry],
     progress: Progress | None = None,
+    open_source: OpenSource | None = None,
 ) -> TransferReport:
     """Make remote_root hold `files` (from local_root) exactly; send only what is
-    missing or changed, then check every sha256 the site reports."""
+    missing or changed, then check every sha256 the site reports. `open_source` opens a
+    local file for reading (default: as this process, never through a link): root
+    passes one that opens as the bundle's owner."""
     started = time.monotonic()
     progress = progress or _Silent()
     local_root = Path(local_root)
+    opener = open_source or open_plain
     for entry in files:
         check_relative(entry.path, "manifest")
     root = site.expand(remote_root)
@@ -125,20 +135,25 @@ def upload(
     have = scan(site, root, want=wanted)
 
     def prefix_sha(path: str, length: int) -> str:
-        with open(local_root / path, "rb") as handle:
+        with opener(local_root / path) as handle:
             return _sha_prefix(handle, length).hexdigest()
 
     steps, done = plan(files, have, prefix_sha)
     for step in steps:  # cheap: catch a changed bundle before sending anything
         source = local_root / step.path
-        if not source.is_file() or source.stat().st_size != step.size:
+        try:
+            with opener(source) as handle:
+                info = os.fstat(handle.fileno())
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode) or info.st_size != step.size:
             raise BadInput(f"{source}: missing or changed since the manifest was written")
     report = _report(steps, done)
 
     def feed(send: Callable[[bytes], Any]) -> None:
         out = _Batched(send)
         for step in steps:
-            _send_file(out, local_root, step, progress)
+            _send_file(out, local_root, step, progress, opener)
         out.write(b'{"end": true}\n')
         out.flush()
 
@@ -266,11 +281,18 @@ def _sha_prefix(handle: IO[bytes], length: int) -> Any:
     return digest
 
 
-def _send_file(out: _Batched, local_root: Path, step: Step, progress: Progress) -> None:
+def open_plain(path: Path) -> BinaryIO:
+    """A local file opened for reading, never through a symbolic link at its name."""
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
+
+
+def _send_file(
+    out: _Batched, local_root: Path, step: Step, progress: Progress, opener: OpenSource
+) -> None:
     """Frame one file onto the stream, hashing it on the way against the manifest."""
     head = {"p": step.path, "o": step.offset, "n": step.length, "x": step.executable}
     out.write((json.dumps(head) + "\n").encode())
-    with open(local_root / step.path, "rb") as handle:
+    with opener(local_root / step.path) as handle:
         digest = _sha_prefix(handle, step.offset)
         left = step.length
         while left:
