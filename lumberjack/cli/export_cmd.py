@@ -307,8 +307,9 @@ def unexport_command(name: str, discard: bool, force: bool, dry_run: bool, as_js
             count = LocalSchedd().unexport(record.clusters)
             ledger.move(name, "unexport")
     text = f"handed {plural(count, 'job')} of {name!r} back to the local schedd"
-    if "stop" in result:
-        text += "; its remote pool is stopped"
+    stop = result.get("stop")
+    if stop:  # the agent's answer, or why there was nothing to stop
+        text += "; its remote pool is stopped" if isinstance(stop, dict) else f"; {stop}"
     if result.get("left"):
         text += f"\nleft: {result['left']}"
     emit(as_json, {"ok": True, **result, "jobs": count, "clusters": record.clusters}, text)

@@ -250,11 +250,15 @@ def send(root: str, request: dict, out: IO[bytes]) -> None:
         check(rel)
         try:
             real_parents(root, rel, seen, False)
-            # O_NONBLOCK: a FIFO swapped in since the listing must not block the open.
-            fd = os.open(root + "/" + rel, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
+            st = os.lstat(root + "/" + rel)  # a device or FIFO is never opened...
+            problem = entry_problem(mode_kind(st.st_mode), st.st_nlink)
+            # ...and O_NONBLOCK: one swapped in after the lstat must not block the open.
+            flags = os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK
+            fd = -1 if problem else os.open(root + "/" + rel, flags)
         except (OSError, Bad) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else str(exc)
-            out.write((json.dumps({"p": rel, "skip": why or "cannot be opened"}) + "\n").encode())
+            problem = (exc.strerror if isinstance(exc, OSError) else str(exc)) or "cannot be opened"
+        if problem is not None:
+            out.write((json.dumps({"p": rel, "skip": problem}) + "\n").encode())
             continue
         try:
             st = os.fstat(fd)

@@ -333,7 +333,8 @@ class ReturnGuard:
             self._refuse(f"{path!r} is now {head['over']} bytes", self.limits.file_bytes,
                          self.limits.job_bytes_var)  # fmt: skip
         if "skip" in head:
-            self.skipped.append((path, f"skipped by the site: {one_line(str(head['skip']))}"))
+            why = "".join(c if c.isprintable() else "?" for c in str(head["skip"])[:200])
+            self.skipped.append((path, f"skipped by the site: {why}"))  # its words, made safe
             return False
         offset, length = int(head["o"]), int(head["n"])
         if offset not in (0, step.offset) or offset + length != step.size:
