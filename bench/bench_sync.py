@@ -41,7 +41,7 @@ import testbed  # noqa: E402
 from lumberjack.ap import export as export_mod  # noqa: E402
 from lumberjack.ap.schedd import LocalSchedd  # noqa: E402
 from lumberjack.profiles.sites import find_profile  # noqa: E402
-from lumberjack.state import lifecycle, site_export  # noqa: E402
+from lumberjack.state import handback, lifecycle, site_export  # noqa: E402
 from lumberjack.state.ledger import Ledger  # noqa: E402
 
 EXPORTS = 50
@@ -137,7 +137,7 @@ def go_home(names: list[str], clusters: list[int]) -> list[str]:
             try:
                 lifecycle.fetch(ledger, site, ledger.get(name))
                 lifecycle.import_results(ledger, schedd, ledger.get(name))
-                lifecycle.cleanup(ledger, site, ledger.get(name))
+                handback.cleanup(ledger, site, ledger.get(name))
             except Exception as exc:  # noqa: BLE001 - reported, and the next one goes on
                 problems.append(f"{name}: {exc}")
     remove_jobs(clusters)

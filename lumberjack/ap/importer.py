@@ -43,48 +43,24 @@ from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
+
+# The caps live with fetch's (core.returns); their names stay importable from here.
+from lumberjack.core.returns import (  # noqa: F401
+    DEFAULT_MAX_JOB_BYTES,
+    DEFAULT_MAX_JOB_FILES,
+    DEFAULT_MAX_TOTAL_BYTES,
+    MAX_JOB_BYTES_ENV,
+    MAX_JOB_FILES_ENV,
+    MAX_TOTAL_BYTES_ENV,
+    NAME_MAX,
+    PATH_MAX,
+    Limits,
+)
 from lumberjack.errors import BadInput
 
-#: Caps on what import accepts; environment variables override them.
-MAX_JOB_BYTES_ENV = "LUMBERJACK_IMPORT_MAX_JOB_BYTES"
-MAX_TOTAL_BYTES_ENV = "LUMBERJACK_IMPORT_MAX_TOTAL_BYTES"
-MAX_JOB_FILES_ENV = "LUMBERJACK_IMPORT_MAX_JOB_FILES"
-DEFAULT_MAX_JOB_BYTES = 64 << 30
-DEFAULT_MAX_TOTAL_BYTES = 1 << 40
-DEFAULT_MAX_JOB_FILES = 100_000
 #: A returned queue may grow this much over the one sent (status, results, history).
 QUEUE_GROWTH = 16
 QUEUE_SLACK_BYTES = 1 << 20
-#: Linux NAME_MAX and PATH_MAX (bytes).
-NAME_MAX = 255
-PATH_MAX = 4096
-
-
-@dataclass
-class Limits:
-    job_bytes: int = DEFAULT_MAX_JOB_BYTES
-    total_bytes: int = DEFAULT_MAX_TOTAL_BYTES
-    job_files: int = DEFAULT_MAX_JOB_FILES
-
-    @classmethod
-    def from_env(cls) -> Limits:
-        def read(name: str, default: int) -> int:
-            text = os.environ.get(name)
-            if not text:
-                return default
-            try:
-                value = int(text)
-            except ValueError:
-                raise BadInput(f"{name}={text!r} is not a number of bytes or files") from None
-            if value < 0:
-                raise BadInput(f"{name} must not be negative")
-            return value
-
-        return cls(
-            read(MAX_JOB_BYTES_ENV, DEFAULT_MAX_JOB_BYTES),
-            read(MAX_TOTAL_BYTES_ENV, DEFAULT_MAX_TOTAL_BYTES),
-            read(MAX_JOB_FILES_ENV, DEFAULT_MAX_JOB_FILES),
-        )
 
 
 @dataclass
@@ -360,7 +336,7 @@ def plan_import(
 ) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
     """Check everything that came back; raise BadInput before any change. The bundle is
     read as ``owner``, the returned spool as ``reader`` (None: as this process)."""
-    limits = limits or Limits.from_env()
+    limits = limits or Limits.from_env(BadInput)
     with acting_as(owner):
         manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
         path_map = PathMap.from_json(manifest.path_map)
@@ -390,7 +366,7 @@ def plan_import(
             if total > limits.total_bytes:
                 raise BadInput(
                     f"the returned files exceed {limits.total_bytes} bytes in total "
-                    f"(set {MAX_TOTAL_BYTES_ENV} to allow more); nothing imported"
+                    f"(set {limits.total_bytes_var} to allow more); nothing imported"
                 )
             placements = plan_outputs(paths, present, paths.transfer_output)
             plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
@@ -451,12 +427,12 @@ def list_returned_files(
                 if len(found) > limits.job_files:
                     raise BadInput(
                         f"job {job_id}: more than {limits.job_files} returned files "
-                        f"(set {MAX_JOB_FILES_ENV} to allow more); nothing imported"
+                        f"(set {limits.job_files_var} to allow more); nothing imported"
                     )
                 if size > limits.job_bytes:
                     raise BadInput(
                         f"job {job_id}: returned files exceed {limits.job_bytes} bytes "
-                        f"(set {MAX_JOB_BYTES_ENV} to allow more); nothing imported"
+                        f"(set {limits.job_bytes_var} to allow more); nothing imported"
                     )
     except OSError as exc:
         raise BadInput(f"job {job_id}: cannot read the returned files: {exc.strerror}") from exc

@@ -261,7 +261,11 @@ def _unexport_help() -> str:
     allowed = phases.either(phases.starts("unexport"))
     return f"""Hand an export's jobs back to the local schedd, unrun.
 
-    Only for exports whose jobs are not at a site (phase {allowed}).
+    Only for exports whose jobs are not at a site (phase {allowed}). Later (phase
+    {phases.either(phases.starts("unexport --discard"))}), what the site did is dropped:
+    give --discard; the remote pool is stopped first, and a site that cannot be reached
+    is refused unless you add --force. `cleanup` then removes the site directory and
+    the bundle.
 
     \b
     Example:
@@ -274,14 +278,24 @@ def _unexport_help() -> str:
 @click.option(
     "--discard",
     is_flag=True,
-    help="From phase fetched, when import refuses what came back: hand the jobs back as "
-    "they left and drop the results (finished jobs will run again).",
+    help=f"From phase {phases.either(phases.starts('unexport --discard'))} (a fetch or "
+    "import that failed or refused, or jobs you no longer want there): stop the remote "
+    "pool if it may still run, hand the jobs back as they left and drop what the site "
+    "did (finished jobs will run again).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --discard: hand the jobs back even if the site cannot be reached to stop "
+    "its pool (they may then run there and here).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")
 @json_option
-def unexport_command(name: str, discard: bool, dry_run: bool, as_json: bool) -> None:
+def unexport_command(name: str, discard: bool, force: bool, dry_run: bool, as_json: bool) -> None:
     ledger = Ledger()
     record = ledger.get(name)
+    if force and not discard:
+        raise BadInput("--force goes with --discard (it only concerns a site's remote pool)")
     if discard:
         phases.check(record.phase, "unexport --discard", name)
     elif not phases.ends("unexport", record.phase):
@@ -293,19 +307,32 @@ def unexport_command(name: str, discard: bool, dry_run: bool, as_json: bool) -> 
             f"would hand back clusters {record.clusters}",
         )
         return
+    result: dict[str, Any] = {}
     with ledger.lock(name):
         if discard:
-            from lumberjack.state import lifecycle
-
-            count = lifecycle.discard_and_hand_back(ledger, LocalSchedd(), ledger.get(name))
+            result = _discard(ledger, name, force)
+            count = result["jobs"]
         else:
             count = LocalSchedd().unexport(record.clusters)
             ledger.move(name, "unexport")
-    emit(
-        as_json,
-        {"ok": True, "jobs": count, "clusters": record.clusters},
-        f"handed {plural(count, 'job')} of {name!r} back to the local schedd",
-    )
+    text = f"handed {plural(count, 'job')} of {name!r} back to the local schedd"
+    stop = result.get("stop")
+    if stop:  # the agent's answer, or why there was nothing to stop
+        text += "; its remote pool is stopped" if isinstance(stop, dict) else f"; {stop}"
+    if result.get("left"):
+        text += f"\nleft: {result['left']}"
+    emit(as_json, {"ok": True, **result, "jobs": count, "clusters": record.clusters}, text)
+
+
+def _discard(ledger: Ledger, name: str, force: bool) -> dict[str, Any]:
+    """unexport --discard: over a connection to the site when its pool may still run."""
+    from lumberjack.state import handback, lifecycle
+
+    record = ledger.get(name)
+    if record.site and record.phase in handback.POOL_MAY_RUN:
+        with lifecycle.site_for(record) as site:
+            return handback.discard_and_hand_back(ledger, LocalSchedd(), record, site, force=force)
+    return handback.discard_and_hand_back(ledger, LocalSchedd(), record, force=force)
 
 
 def unexport_refusal(name: str, phase: Phase) -> str:
@@ -324,8 +351,8 @@ def unexport_refusal(name: str, phase: Phase) -> str:
     refused = ""
     if phases.ends("unexport --discard", phase):
         refused = (
-            f"; if import refuses what came back, `condor_lumberjack unexport --discard {name}`"
-            " hands them back as they left"
+            f"; to drop what the site did (or what import refused), `condor_lumberjack "
+            f"unexport --discard {name}` hands them back as they left"
         )
     return f"{head}: bring its jobs home with {steps}{idle}{refused}"
 

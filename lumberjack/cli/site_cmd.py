@@ -46,7 +46,23 @@ def _one_step(
 
 
 def _summary(result: dict[str, Any]) -> str:
-    return "\n".join(f"  {key}: {value}" for key, value in result.items())
+    return "\n".join(
+        f"  {skipped_line(value)}" if key == "skipped" else f"  {key}: {value}"
+        for key, value in result.items()
+        if key != "skipped" or value
+    )
+
+
+def _short(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def skipped_line(skipped: list[dict[str, str]], shown: int = 4) -> str:
+    """One line for what a fetch did not take from the site (--json has them all)."""
+    named = ", ".join(f"{_short(item['name'])} ({item['reason']})" for item in skipped[:shown])
+    more = f" and {len(skipped) - shown} more (see --json)" if len(skipped) > shown else ""
+    count = plural(len(skipped), "entry", "entries")
+    return f"skipped: {count} the site returned, never written here: {named}{more}"
 
 
 @cli.command("ship")
@@ -143,9 +159,12 @@ def fetch_command(name: str, dry_run: bool, as_json: bool) -> None:
 
 CLEANUP_HELP = f"""Remove a finished export's directory at the site and its local bundle.
 
-    Only for exports in phase {phases.either(phases.starts("cleanup"))}.
+    Only for exports in phase {phases.either(phases.starts("cleanup"))}: its jobs are
+    the local schedd's again (an export still at a site: `unexport --discard` first).
     With --site, from phase {phases.either(phases.starts("cleanup --site"))} (an import
     that refused): only the site directory goes, with the pool's keys; the bundle stays.
+    With --force, a site that cannot be reached does not keep the local bundle: the
+    directory left there is named, and the next cleanup tries it again.
 
     \b
     Example:
@@ -156,28 +175,29 @@ CLEANUP_HELP = f"""Remove a finished export's directory at the site and its loca
 @cli.command("cleanup", help=CLEANUP_HELP)
 @name_argument
 @click.option("--site", "site_only", is_flag=True, help="Only the site directory.")
+@click.option(
+    "--force", is_flag=True, help="Remove the local bundle even if the site cannot be reached."
+)
 @dry_run_option
 @json_option
-def cleanup_command(name: str, site_only: bool, dry_run: bool, as_json: bool) -> None:
-    if site_only:
+def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_json: bool) -> None:
+    from lumberjack.state import handback
 
-        def site_step(ledger: Ledger, site: lifecycle.Site, record: ExportRecord) -> dict:
-            return lifecycle.cleanup(ledger, site, record, site_only=True)
+    def step(ledger: Ledger, site: lifecycle.Site | None, record: ExportRecord) -> dict:
+        return handback.cleanup(ledger, site, record, site_only=site_only, force=force)
 
-        _one_step(name, as_json, dry_run, site_step, "cleanup --site")
-        return
     ledger = Ledger()
     record = ledger.get(name)
-    if not record.site:
+    if not record.site and not site_only:
         lifecycle.check_phase(record, "cleanup")
         if dry_run:
             emit(as_json, {"ok": True, "dry_run": True}, f"would remove {record.bundle_dir}")
             return
         with ledger.lock(name):
-            result = lifecycle.cleanup(ledger, None, record)
+            result = step(ledger, None, record)
         emit(as_json, {"ok": True, "name": name, **result}, f"cleaned {name!r}")
         return
-    _one_step(name, as_json, dry_run, lifecycle.cleanup, "cleanup")
+    _one_step(name, as_json, dry_run, step, "cleanup --site" if site_only else "cleanup")
 
 
 @cli.command("sync")

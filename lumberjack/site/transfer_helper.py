@@ -2,15 +2,18 @@
 
 Modes (argv: MODE ROOT [MODE_ARG]; requests on stdin, answers on stdout):
 
-- `scan`: JSON lines [kind, path, size, executable, sha256] for the files below ROOT
-  (the paths asked for, or every file but excluded ones); symlinks are listed, never
-  followed;
+- `scan`: JSON lines [kind, path, size, executable, sha256, links] for the files below
+  ROOT (the paths asked for, or every file but excluded ones); symlinks and special
+  files are listed (kind as `ls -l` shows it), never followed; a file over `max_size`
+  is listed without its sha256 (never read);
 - `recv`: write a framed stream (per file a JSON header line {"p", "o", "n", "x"}, then
   its bytes; {"end": true} last) below ROOT, continuing files at the offset given; then
   list the files written as `scan` does, their sha256 taken of the bytes as they were
   written (a continued file's kept start read first), so no second pass reads them;
 - `send`: frame the files asked for onto stdout, from the offset asked for when the
-  receiver's bytes so far match;
+  receiver's bytes so far match; a file that is no longer a plain file of one name is
+  framed as {"p", "skip": why} with no bytes, one over `max_size` as {"p", "over": size}
+  (never read: the receiver stops there);
 - `put`: write stdin as the whole file ROOT (mode MODE_ARG, octal) or nothing.
 
 It runs at the site (python3 >= 3.9, standard library only) and, for downloads, here:
@@ -29,6 +32,7 @@ import stat
 import sys
 from typing import IO, Any, Callable, Optional
 
+from lumberjack.core.returns import entry_problem, mode_kind
 from lumberjack.core.safepath import why_unsafe
 
 CHUNK = 1 << 20
@@ -84,22 +88,12 @@ def real_parents(root: str, rel: str, seen: set[str], create: bool) -> None:
         seen.add(current)
 
 
-def kind_of(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "f"
-    if stat.S_ISLNK(mode):
-        return "l"
-    if stat.S_ISDIR(mode):
-        return "d"
-    return "o"
-
-
 def describe(full: str, rel: str, want_size: Optional[int] = None) -> Optional[list]:
     try:
         st = os.lstat(full)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    kind = kind_of(st.st_mode)
+    kind = mode_kind(st.st_mode)
     sha = None
     # A file longer than wanted is wrong anyway: no need to read it.
     if kind == "f" and (want_size is None or st.st_size <= want_size):
@@ -108,7 +102,7 @@ def describe(full: str, rel: str, want_size: Optional[int] = None) -> Optional[l
             sha = sha_fd(fd)
         finally:
             os.close(fd)
-    return [kind, rel, st.st_size, bool(st.st_mode & 0o100), sha]
+    return [kind, rel, st.st_size, bool(st.st_mode & 0o100), sha, st.st_nlink]
 
 
 def excluded(rel: str, patterns: list[str]) -> bool:
@@ -142,6 +136,7 @@ def scan(root: str, request: dict, out: IO[str]) -> None:
                 emit(out, item)
         return
     patterns = request.get("exclude") or []
+    max_size = request.get("max_size")
     if not os.path.isdir(root) or os.path.islink(root):
         raise Bad(f"{root} is not a directory")
     stack = [""]
@@ -156,7 +151,7 @@ def scan(root: str, request: dict, out: IO[str]) -> None:
             if entry.is_dir(follow_symlinks=False):
                 stack.append(rel + "/")
             else:
-                item = describe(entry.path, rel)
+                item = describe(entry.path, rel, max_size)
                 if item is not None:
                     emit(out, item)
 
@@ -172,9 +167,13 @@ def receive(
     stream: IO[bytes],
     progress: Optional[Callable[[int], None]] = None,
     listing: Optional[list] = None,
+    guard: Any = None,
 ) -> tuple[int, int]:
     """Write the framed stream's files below root; return (files, bytes). With
-    `listing`, append each file's scan line (sha256 of the whole file as written)."""
+    `listing`, append each file's scan line (sha256 of the whole file as written).
+    `guard` (downloads: the site is not trusted) sees each header first, `guard.head(h)`
+    False: nothing of that entry follows, and each piece before it is written,
+    `guard.take(n)`; either raises to stop the stream there."""
     os.makedirs(root, exist_ok=True)
     seen = set()
     files = total = 0
@@ -185,6 +184,8 @@ def receive(
         head = json.loads(line)
         if head.get("end"):
             return files, total
+        if guard is not None and not guard.head(head):
+            continue
         rel = check(head["p"])
         offset, length = int(head["o"]), int(head["n"])
         if offset < 0 or length < 0:
@@ -222,6 +223,8 @@ def receive(
                 if not data:
                     done = length - left
                     raise Bad(f"{rel}: stream ended after {done} of {length} bytes")
+                if guard is not None:
+                    guard.take(len(data))
                 write_all(fd, data)
                 if digest is not None:
                     digest.update(data)
@@ -238,20 +241,35 @@ def receive(
 
 
 def send(root: str, request: dict, out: IO[bytes]) -> None:
-    """Frame the requested files onto out; continue a file where asked if its start matches."""
-    seen = set()
+    """Frame the requested files onto out; continue a file where asked if its start
+    matches. What changed since the listing into something not to send is skipped (a
+    skip frame), a file over `max_size` announced and not read."""
+    seen: set = set()
+    max_size = request.get("max_size")
     for rel, offset, prefix_sha in request["files"]:
         check(rel)
-        real_parents(root, rel, seen, False)
         try:
-            fd = os.open(root + "/" + rel, os.O_RDONLY | NOFOLLOW)
-        except OSError as exc:
-            raise Bad(f"{rel}: {exc.strerror}") from None
+            real_parents(root, rel, seen, False)
+            st = os.lstat(root + "/" + rel)  # a device or FIFO is never opened...
+            problem = entry_problem(mode_kind(st.st_mode), st.st_nlink)
+            # ...and O_NONBLOCK: one swapped in after the lstat must not block the open.
+            flags = os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK
+            fd = -1 if problem else os.open(root + "/" + rel, flags)
+        except (OSError, Bad) as exc:
+            problem = (exc.strerror if isinstance(exc, OSError) else str(exc)) or "cannot be opened"
+        if problem is not None:
+            out.write((json.dumps({"p": rel, "skip": problem}) + "\n").encode())
+            continue
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise Bad(f"{rel} is not a regular file")
+            problem = entry_problem(mode_kind(st.st_mode), st.st_nlink)
+            if problem is not None:
+                out.write((json.dumps({"p": rel, "skip": problem}) + "\n").encode())
+                continue
             size = st.st_size
+            if max_size is not None and size > max_size:
+                out.write((json.dumps({"p": rel, "over": size}) + "\n").encode())
+                continue
             if offset and (offset > size or sha_fd(fd, offset) != prefix_sha):
                 offset = 0
             os.lseek(fd, offset, 0)

@@ -22,7 +22,6 @@ import json
 import os
 import posixpath
 import shlex
-import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -409,6 +408,8 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:
+        from lumberjack.transport.transfer import ReturnRefused  # loaded with the link
+
         stopped = site.agent(layout, "stop")
         returned = returned_dir(ledger, record)
         crash_point("fetch.after-stop")
@@ -416,15 +417,18 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
             site.conn.download(layout.spool, returned,
                                exclude=(*FETCH_EXCLUDE, "job_queue.log"))  # fmt: skip
             crash_point("fetch.mid-download")
-        report = site.conn.download(
-            layout.spool,
-            returned,
-            progress=site.progress,
-            exclude=FETCH_EXCLUDE,
-        )
+        try:
+            report = site.conn.download(layout.spool, returned,
+                                        progress=site.progress, exclude=FETCH_EXCLUDE)  # fmt: skip
+        except ReturnRefused as exc:  # over a cap: a person decides; the phase stays
+            raise ReturnRefused(f"{exc}; raise the cap and fetch again, or `condor_lumberjack "
+                                f"unexport --discard {record.name}` hands the jobs back unrun"
+                                ) from exc  # fmt: skip
         crash_point("fetch.before-ledger")
         return {"stop": stopped, "received_files": report.sent_files,
-                "received_bytes": report.sent_bytes}  # fmt: skip
+                "received_bytes": report.sent_bytes,
+                "skipped": [{"name": repr(path), "reason": why}
+                            for path, why in report.bad_entries]}  # fmt: skip
 
     result = _step(ledger, record.name, "fetch", act)
     ledger.move(record.name, "fetch")
@@ -463,64 +467,6 @@ def import_results(
     )
     ledger.move(record.name, "import")
     return report
-
-
-def cleanup(
-    ledger: Ledger, site: Site | None, record: ExportRecord, *, site_only: bool = False
-) -> dict[str, Any]:
-    """Remove the site directory and the local bundle of a finished export.
-
-    `site_only` (step "cleanup --site", from fetched): only the site directory, with
-    the pool's signing key and the pilots' token; the bundle stays, and with it the way
-    home (import, or unexport --discard). The local bundle never goes while the local
-    schedd still counts the jobs as exported: that is what the phase table ensures.
-    """
-    step = "cleanup --site" if site_only else "cleanup"
-    check_phase(record, step)
-
-    def act() -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        if site is not None and record.info.get("remote_dir"):
-            layout = layout_of(record)
-            probe = site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False)
-            if probe.exited == 0:
-                result["stop"] = site.agent(layout, "stop")
-                crash_point("cleanup.after-stop")
-                result["remote"] = site.agent(layout, "remove")
-                crash_point("cleanup.after-remote")
-            else:
-                result["remote"] = {"removed": False, "reason": "nothing at the site"}
-        if not site_only:
-            result.update(remove_local(ledger, record))
-        crash_point("cleanup.before-ledger")
-        return result
-
-    result = _step(ledger, record.name, step, act)
-    ledger.move(record.name, step)
-    return result
-
-
-def remove_local(ledger: Ledger, record: ExportRecord) -> dict[str, Any]:
-    """The local bundle (as its owner) and this account's work dir of the export."""
-    from lumberjack.ap.export import remove_bundle
-
-    shutil.rmtree(ledger.work_dir(record.name), ignore_errors=True)
-    if not record.bundle_dir.exists():
-        return {}
-    remove_bundle(record.bundle_dir, record.owner)
-    return {"local_removed": str(record.bundle_dir)}
-
-
-def discard_and_hand_back(ledger: Ledger, schedd: Any, record: ExportRecord) -> int:
-    """Step "unexport --discard": the jobs of a fetched export whose import refused go
-    back to the local schedd as they left it; nothing that came back is merged."""
-    check_phase(record, "unexport --discard")
-    count = _step(
-        ledger, record.name, "unexport --discard",
-        lambda: {"jobs": schedd.unexport(record.clusters)},
-    )["jobs"]  # fmt: skip
-    ledger.move(record.name, "unexport --discard", message="results discarded")
-    return count
 
 
 # ---- advancing -----------------------------------------------------------------------

@@ -60,11 +60,19 @@ TABLE: tuple[Move, ...] = (
     Move("unexport",    P.EXPORTED,   P.UNEXPORTED),
     Move("unexport",    P.SHIPPED,    P.UNEXPORTED),        # nothing runs at the site yet
     Move("unexport",    P.FAILED,     P.UNEXPORTED),
-    # An import that refuses what came back must not wedge the export: the site pool is
-    # stopped, so a person may hand the jobs back as they left (what came back dropped)
-    # and remove the site's directory (its keys) while the bundle stays.
-    Move("unexport --discard", P.FETCHED, P.UNEXPORTED),
-    Move("cleanup --site",     P.FETCHED, P.FETCHED),
+    # Nothing the site returns (or fails to return) may wedge an export. Once launched,
+    # the site may hold results: handing the jobs back drops them, so it takes
+    # --discard, and the remote pool is stopped first (handback.py; a site that cannot
+    # be reached is refused unless forced). fetch stops the pool before anything comes
+    # back, so after a refused or failed fetch the jobs still go back; after a refused
+    # import too. From fetched the site's directory (its keys) may go while the bundle
+    # stays. `cleanup` then removes what is left, site and bundle, once the local schedd
+    # has the jobs again (unexported).
+    Move("unexport --discard", P.LAUNCHED, P.UNEXPORTED),
+    Move("unexport --discard", P.RUNNING,  P.UNEXPORTED),
+    Move("unexport --discard", P.FINISHED, P.UNEXPORTED),
+    Move("unexport --discard", P.FETCHED,  P.UNEXPORTED),
+    Move("cleanup --site",     P.FETCHED,  P.FETCHED),
     Move("ship",        P.EXPORTED,   P.SHIPPED,    True),
     Move("ship",        P.SHIPPED,    P.SHIPPED),           # only what is missing moves
     Move("launch",      P.SHIPPED,    P.LAUNCHED,   True),

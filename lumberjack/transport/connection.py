@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core.manifest import FileEntry
+from lumberjack.core.returns import Limits
 from lumberjack.core.shell_safe import REMOTE_PATH
 from lumberjack.errors import BadInput, LoginNeeded, RemoteError
 from lumberjack.profiles.sites import SiteProfile
@@ -192,7 +193,8 @@ class SiteConnection:
         *,
         exclude: Sequence[str] = (),
         progress: Progress | None = None,
+        limits: Limits | None = None,
     ) -> TransferReport:
-        """Make local_root hold the regular files below remote_root, verified (see
-        transfer.download)."""
-        return transfer.download(self, remote_root, local_root, exclude, progress)
+        """Make local_root hold the regular files below remote_root, verified and within
+        `limits` (see transfer.download)."""
+        return transfer.download(self, remote_root, local_root, exclude, progress, limits)

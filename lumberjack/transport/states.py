@@ -11,10 +11,11 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lumberjack.core.manifest import FileEntry
+from lumberjack.core.returns import KIND_PROBLEMS, entry_problem, name_problem
 from lumberjack.core.safepath import why_unsafe
 from lumberjack.errors import RemoteError
 from lumberjack.site import transfer_helper
@@ -22,13 +23,15 @@ from lumberjack.site import transfer_helper
 
 @dataclass(frozen=True)
 class FileState:
-    """What one end holds at a path: kind f(ile), l(ink), d(ir), o(ther)."""
+    """What one end holds at a path: kind f(ile), l(ink), d(ir), p (FIFO), c or b
+    (device), s(ocket), o(ther); `links`: how many names the file has."""
 
     path: str
     kind: str
     size: int
     executable: bool
     sha256: str | None
+    links: int = 1
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class TransferReport:
     skipped_bytes: int = 0
     seconds: float = 0.0
     resumed_files: int = 0  # sent from where an interrupted run stopped
+    #: (path, why) of what a download refused to take: skipped, never written here
+    bad_entries: list[tuple[str, str]] = field(default_factory=list)
 
     def summary(self) -> str:
         mib = self.sent_bytes / (1 << 20)
@@ -72,9 +77,13 @@ def parse_listing(text: str, source: str) -> dict[str, FileState]:
     states: dict[str, FileState] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         try:
-            kind, path, size, executable, sha = json.loads(line)
+            kind, path, size, executable, sha, *more = json.loads(line)
+            links = more[0] if more else 1
             ok = (
-                kind in ("f", "l", "d", "o")
+                (kind == "f" or kind in KIND_PROBLEMS)
+                and len(more) <= 1
+                and isinstance(links, int)
+                and links >= 0
                 and isinstance(path, str)
                 and isinstance(size, int)
                 and size >= 0
@@ -85,7 +94,7 @@ def parse_listing(text: str, source: str) -> dict[str, FileState]:
             ok = False
         if not ok:
             raise RemoteError(f"{source}: unreadable listing line {number}: {line[:80]!r}")
-        states[path] = FileState(path, kind, size, executable, sha)
+        states[path] = FileState(path, kind, size, executable, sha, links)
     return states
 
 
@@ -96,20 +105,24 @@ def check_site_path(path: str, source: str) -> str:
     return path
 
 
-def check_download_listing(states: dict[str, FileState], source: str) -> list[FileEntry]:
-    """The site's files as entries to fetch; RemoteError on a symlink, special file or
-    unsafe name (the site is not trusted)."""
-    entries = []
+def check_download_listing(
+    states: dict[str, FileState], max_size: int | None = None
+) -> tuple[list[FileEntry], list[tuple[str, str]]]:
+    """The site's files as (entries to fetch, (path, why) of those never fetched): an
+    unsafe name, a symlink, a special file or a file with other hard links is skipped
+    (the site is not trusted; nothing of it is written here). A file over `max_size`
+    is listed without its sha256 and kept: the caller refuses it by its size."""
+    entries, skipped = [], []
     for path, state in sorted(states.items()):
-        check_site_path(path, source)
-        if state.kind == "l":
-            raise RemoteError(
-                f"{source}: {path!r} is a symlink; lumberjack fetches regular files only"
-            )
-        if state.kind != "f" or state.sha256 is None:
-            raise RemoteError(f"{source}: {path!r} is not a regular file; refusing it")
-        entries.append(FileEntry(path, state.size, state.sha256, state.executable))
-    return entries
+        problem = name_problem(path) or entry_problem(state.kind, state.links)
+        unread = max_size is not None and state.size > max_size  # over the cap: not hashed
+        if problem is None and state.sha256 is None and not unread:
+            problem = "was listed without its sha256"
+        if problem is not None:
+            skipped.append((path, problem))
+            continue
+        entries.append(FileEntry(path, state.size, state.sha256 or "", state.executable))
+    return entries, skipped
 
 
 def plan(

@@ -10,8 +10,10 @@ Either direction is one exchange with the transfer helper over a carrier:
 - every sha256 is checked afterwards (uploads: the helper lists what it wrote, hashed
   as it wrote it, in the same command; downloads: here).
 
-The site is not trusted: what it lists for a download must be regular files with safe
-names. Bytes moved are reported to a `Progress` (the command line draws the bar).
+The site is not trusted: a download takes only regular files of one name with safe
+names (others are skipped and reported) within the caps of core.returns, checked on the
+listing and again as the bytes arrive. Bytes moved are reported to a `Progress` (the
+command line draws the bar).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from lumberjack.ap.bundle import check_relative
+from lumberjack.core import returns
 from lumberjack.core.manifest import FileEntry
+from lumberjack.core.returns import Limits
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.site import transfer_helper
 from lumberjack.transport.carrier import Consume, Feed, LinkLost, RunResult
@@ -49,6 +53,8 @@ if TYPE_CHECKING:
 
 #: Opens a local file to send (upload's `open_source`).
 OpenSource = Callable[[Path], BinaryIO]
+#: Chunks read past a refused frame to let the site's own error arrive.
+_DRAIN_CHUNKS = 16
 
 
 class Progress(Protocol):
@@ -101,11 +107,12 @@ def scan(
     root: str,
     want: dict[str, int] | None = None,
     exclude: Sequence[str] = (),
+    max_size: int | None = None,
 ) -> dict[str, FileState]:
     """Kind, size, sha256 and mode of the files below `root` (expanded) at the site: the
     paths in `want` only (sha256 read for files no longer than wanted), or every file but
-    excluded ones."""
-    request = json.dumps({"want": want, "exclude": list(exclude)}).encode()
+    excluded ones (sha256 read for files no longer than `max_size`)."""
+    request = json.dumps({"want": want, "exclude": list(exclude), "max_size": max_size}).encode()
     result = run_helper(
         site, "scan", root, feed=lambda send: send(request), what="listing the files"
     )
@@ -182,58 +189,60 @@ def download(
     local_root: Path,
     exclude: Sequence[str] = (),
     progress: Progress | None = None,
+    limits: Limits | None = None,
 ) -> TransferReport:
     """Make local_root hold the regular files below remote_root (but `exclude` globs,
     matched against relative paths and their parent directories); fetch only what is
-    missing or changed and check every sha256 on arrival."""
+    missing or changed and check every sha256 on arrival.
+
+    The site is not trusted. Unsafe names, symlinks, special files and files with other
+    hard links are skipped and named in the report (`bad_entries`), never written here,
+    whether the listing shows them or they turn up while the files are sent. `limits`
+    (default: the environment's) caps each file, each job's bytes and files (its
+    directory in a remote spool, core.returns.job_of) and the whole: judged on the sizes
+    the site lists before anything moves, then on the bytes as they arrive; the site
+    never reads a file over the per-file cap. Past a cap: ReturnRefused, at once.
+    """
     started = time.monotonic()
     progress = progress or _Silent()
+    limits = limits or Limits.from_env(BadInput)
     local_root = Path(local_root)
     root = site.expand(remote_root)
     source = f"site {site.address}: {root}"
-    listing = scan(site, root, exclude=exclude)
-    wanted = check_download_listing(listing, source)
+    listing = scan(site, root, exclude=exclude, max_size=limits.file_bytes)
+    wanted, bad = check_download_listing(listing, limits.file_bytes)
     if any(transfer_helper.excluded(entry.path, list(exclude)) for entry in wanted):
         raise RemoteError(f"{source}: listing holds excluded files; refusing it")
+    guard = ReturnGuard(limits, source)
+    for entry in wanted:  # the sizes the site declares: refused before anything moves
+        guard.declare(entry.path, entry.size)
     local_root.mkdir(parents=True, exist_ok=True)
     sizes = {entry.path: entry.size for entry in wanted}
     have = local_states(local_root, sizes, sizes)
     steps, done = plan(wanted, have)  # the site checks our partial files' sha256
     report = _report(steps, done)
+    report.bad_entries = bad
     request = json.dumps(
-        {"files": [[s.path, s.offset, _state_sha(have, s)] for s in steps]}
-    ).encode()
-    received: list[int] = [0]
-
-    def count(n: int) -> None:
-        received[0] += n
-        progress.advance(n)
-
-    refused: list[str] = []
-
-    def consume(stream: IO[bytes]) -> None:
-        try:
-            transfer_helper.receive(str(local_root), stream, count)
-        except (transfer_helper.Bad, ValueError, KeyError, OSError) as exc:
-            refused.append(str(exc))
-            # Read to the end: the site's own error (if any) explains it better.
-            while stream.read(CHUNK):
-                pass
-
+        {"files": [[s.path, s.offset, _state_sha(have, s)] for s in steps],
+         "max_size": limits.file_bytes}
+    ).encode()  # fmt: skip
+    guard.expect(steps, done)
+    receiver = _Receiver(local_root, guard, progress)
     progress.start("downloading", sum(step.length for step in steps))
     try:
         if steps:
             run_helper(
-                site, "send", root, feed=lambda send: send(request), consume=consume,
-                what="download",
+                site, "send", root, feed=lambda send: send(request),
+                consume=receiver.consume, what="download",
             )  # fmt: skip
     finally:
         progress.finish()
-    if refused:
-        raise RemoteError(f"{source}: download refused: {one_line(refused[0])}")
+    if receiver.refused:
+        raise RemoteError(f"{source}: download refused: {one_line(receiver.refused[0])}")
+    report.bad_entries += guard.skipped
     if steps:
         # sha256 of each whole file as it now is (resumed ones included).
-        sent = {step.path for step in steps}
+        sent = {step.path for step in steps} - {path for path, _ in guard.skipped}
         arrived = local_states(local_root, sent, sizes)
         problems = verify_states([entry for entry in wanted if entry.path in sent], arrived)
         if problems:
@@ -242,9 +251,130 @@ def download(
                 f"{source}: after download {local_root}/{problems[0]}{more}; the file "
                 "changed at the site or in transit; run again"
             )
-    report.sent_bytes = received[0]
+    report.sent_bytes = receiver.received
     report.seconds = time.monotonic() - started
     return report
+
+
+class _Receiver:
+    """The download's end of the site's stream: files written below `root` as the
+    guard admits them; the first refusal kept to report."""
+
+    def __init__(self, root: Path, guard: ReturnGuard, progress: Progress) -> None:
+        self.root, self.guard, self.progress = root, guard, progress
+        self.received = 0
+        self.refused: list[str] = []
+
+    def count(self, n: int) -> None:
+        self.received += n
+        self.progress.advance(n)
+
+    def consume(self, stream: IO[bytes]) -> None:
+        try:
+            transfer_helper.receive(str(self.root), stream, self.count, guard=self.guard)
+        except (transfer_helper.Bad, ValueError, KeyError, TypeError, OSError) as exc:
+            self.refused.append(str(exc))
+            # Read on a little: the site's own error (if any) explains it better; not
+            # to the end, which a hostile site need never reach.
+            for _ in range(_DRAIN_CHUNKS):
+                if not stream.read(CHUNK):
+                    break
+
+
+class ReturnRefused(RemoteError):
+    """The site returns more than a cap allows; the download stopped there."""
+
+
+class ReturnGuard:
+    """The caps on a download, held on the sizes the site declares and again on the
+    bytes as they arrive; and the check of each frame of the site's stream: only the
+    files asked for, no longer than asked for. Entries the site skips are kept."""
+
+    def __init__(self, limits: Limits, source: str) -> None:
+        self.limits, self.source = limits, source
+        self.job_bytes: dict[str, int] = {}
+        self.job_files: dict[str, int] = {}
+        self.total = 0
+        self.asked: dict[str, Step] = {}
+        self.current: str | None = None
+        self.left = 0
+        self.skipped: list[tuple[str, str]] = []
+
+    def declare(self, path: str, size: int) -> None:
+        """Count one listed file; ReturnRefused past a cap."""
+        limits = self.limits
+        if size > limits.file_bytes:
+            self._refuse(f"{path!r} is {size} bytes", limits.file_bytes, limits.job_bytes_var)
+        job = returns.job_of(path)
+        if job is not None:
+            self.job_files[job] = self.job_files.get(job, 0) + 1
+            if self.job_files[job] > limits.job_files:
+                self._refuse(f"job {job} returns more than {limits.job_files} files",
+                             limits.job_files, limits.job_files_var, "files")  # fmt: skip
+        self.charge(path, size)
+
+    def charge(self, path: str, size: int) -> None:
+        limits = self.limits
+        job = returns.job_of(path)
+        if job is not None:
+            self.job_bytes[job] = self.job_bytes.get(job, 0) + size
+            if self.job_bytes[job] > limits.job_bytes:
+                self._refuse(f"job {job} returns more than {limits.job_bytes} bytes",
+                             limits.job_bytes, limits.job_bytes_var)  # fmt: skip
+        self.total += size
+        if self.total > limits.total_bytes:
+            self._refuse(f"the export returns more than {limits.total_bytes} bytes",
+                         limits.total_bytes, limits.total_bytes_var)  # fmt: skip
+
+    def expect(self, steps: list[Step], done: list[FileEntry]) -> None:
+        """From here on count what arrives: the bytes already here, then the stream."""
+        self.job_bytes, self.total = {}, 0
+        self.asked = {step.path: step for step in steps}
+        for entry in done:
+            self.charge(entry.path, entry.size)
+        for step in steps:
+            self.charge(step.path, step.offset)
+
+    def head(self, head: dict[str, Any]) -> bool:
+        """One frame's header: False for an entry the site skips (nothing follows)."""
+        self._finish()
+        path = head.get("p")
+        step = self.asked.pop(path, None) if isinstance(path, str) else None
+        if step is None:
+            raise transfer_helper.Bad(f"the site sent {str(path)[:80]!r}, which was not asked for")
+        if "over" in head:
+            self._refuse(f"{path!r} is now {head['over']} bytes", self.limits.file_bytes,
+                         self.limits.job_bytes_var)  # fmt: skip
+        if "skip" in head:
+            why = "".join(c if c.isprintable() else "?" for c in str(head["skip"])[:200])
+            self.skipped.append((path, f"skipped by the site: {why}"))  # its words, made safe
+            return False
+        offset, length = int(head["o"]), int(head["n"])
+        if offset not in (0, step.offset) or offset + length != step.size:
+            raise transfer_helper.Bad(
+                f"{path}: the site sends bytes {offset}..{offset + length} of a file it "
+                f"listed at {step.size} bytes; run again"
+            )
+        if offset < step.offset:  # the site restarts the file: its kept start is dropped
+            self.charge(path, -step.offset)
+        self.current, self.left = path, length
+        return True
+
+    def take(self, n: int) -> None:
+        """Bytes of the current file, before they are written."""
+        if self.current is None or n > self.left:
+            raise transfer_helper.Bad("the site sends more bytes than it announced")
+        self.left -= n
+        self.charge(self.current, n)
+
+    def _finish(self) -> None:
+        self.current, self.left = None, 0
+
+    def _refuse(self, what: str, cap: int, var: str, unit: str = "bytes") -> None:
+        raise ReturnRefused(
+            f"{self.source}: {what}, over the cap of {cap} {unit} per "
+            f"{'export' if 'TOTAL' in var else 'job'} ({var}); nothing more fetched"
+        )
 
 
 class _Batched:

@@ -152,18 +152,15 @@ def test_download_resumes_and_verifies(profile, remote, tmp_path: Path) -> None:
         ]
 
 
-def test_download_refuses_a_remote_symlink(profile, remote, tmp_path: Path) -> None:
+def test_download_skips_and_reports_a_remote_symlink_and_fifo(profile, remote, tmp_path) -> None:
     with SiteConnection(profile) as conn:
         root = conn.expand(f"{remote}/out")
         conn.run(f"mkdir -p {root}/job && echo ok > {root}/job/out.txt")
-        conn.run(f"ln -s /etc/passwd {root}/job/passwd")
-        with pytest.raises(RemoteError, match="'job/passwd' is a symlink") as caught:
-            conn.download(f"{remote}/out", tmp_path / "down")
-        assert "\n" not in str(caught.value)
-        assert not (tmp_path / "down" / "job" / "passwd").exists()
-        conn.run(f"rm {root}/job/passwd && mkfifo {root}/job/fifo")
-        with pytest.raises(RemoteError, match="'job/fifo' is not a regular file"):
-            conn.download(f"{remote}/out", tmp_path / "down")
+        conn.run(f"ln -s /etc/passwd {root}/job/passwd && mkfifo {root}/job/fifo")
+        got = conn.download(f"{remote}/out", tmp_path / "down")
+        assert got.bad_entries == [("job/fifo", "is a FIFO"), ("job/passwd", "is a symbolic link")]
+        assert (tmp_path / "down" / "job" / "out.txt").read_text() == "ok\n"
+        assert sorted(p.name for p in (tmp_path / "down" / "job").iterdir()) == ["out.txt"]
 
 
 def test_upload_refuses_to_write_through_a_remote_symlink(profile, remote, tmp_path) -> None:

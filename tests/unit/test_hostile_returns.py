@@ -413,7 +413,7 @@ def test_too_many_files_cap(world: World, monkeypatch: pytest.MonkeyPatch) -> No
 def test_bad_cap_setting_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(importer.MAX_JOB_BYTES_ENV, "lots")
     with pytest.raises(BadInput, match="not a number"):
-        importer.Limits.from_env()
+        importer.Limits.from_env(BadInput)
 
 
 def test_setuid_bit_from_the_site_is_not_kept(world: World) -> None:

@@ -13,7 +13,7 @@ import pytest
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
-from lumberjack.state import lifecycle, phases
+from lumberjack.state import handback, lifecycle, phases
 from lumberjack.state.ledger import Ledger
 
 
@@ -247,8 +247,8 @@ def test_each_step_can_be_repeated(ledger: Ledger, at_site) -> None:
     first = lifecycle.import_results(ledger, schedd, ledger.get("calib"))
     second = lifecycle.import_results(ledger, schedd, ledger.get("calib"))
     assert (first["completed"], second["completed"]) == (2, 2)
-    lifecycle.cleanup(ledger, site, ledger.get("calib"))
-    assert lifecycle.cleanup(ledger, site, ledger.get("calib"))["remote"]["removed"] is False
+    handback.cleanup(ledger, site, ledger.get("calib"))
+    assert handback.cleanup(ledger, site, ledger.get("calib"))["remote"]["removed"] is False
     assert ledger.get("calib").phase == "cleaned" and not record.bundle_dir.exists()
     assert phase_changes(ledger)[2:] == ["shipped", "launched", "fetched", "imported", "cleaned"]
 

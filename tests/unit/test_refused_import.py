@@ -1,8 +1,9 @@
 """An import that refuses what came back (a job injected at the site, a queue the site
-broke) must not wedge an export: from fetched, `cleanup --site` removes the site's
-directory with the pool's keys while the bundle stays, `unexport --discard` hands the jobs
-back as they left, and `cleanup` then removes the rest. The local bundle never goes
-while the local schedd still counts the jobs as exported. Against the fake site."""
+broke), or a fetch that fails, must not wedge an export: from fetched, `cleanup --site`
+removes the site's directory with the pool's keys while the bundle stays; from launched
+on, `unexport --discard` stops the remote pool and hands the jobs back as they left, and
+`cleanup` then removes the rest. The local bundle never goes while the local schedd
+still counts the jobs as exported. Against the fake site."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from lumberjack.core import jobqueuelog as jql
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
-from lumberjack.state import lifecycle, phases
+from lumberjack.state import handback, lifecycle, phases
 from lumberjack.state.ledger import Ledger
 
 
@@ -48,7 +49,7 @@ def ledger(tmp_path: Path) -> Ledger:
     return Ledger(tmp_path / "state")
 
 
-def fetched(ledger: Ledger, tmp_path: Path, queue=site_bundle.queue_ads):  # -> (site, schedd)
+def launched(ledger: Ledger, tmp_path: Path, queue=site_bundle.queue_ads):  # -> (site, schedd)
     bundle = site_bundle.build(tmp_path / "calib")
     ledger.create(
         "calib", site="testbed", bundle_dir=bundle, remote_spool=f"{ROOT}/spool",
@@ -63,6 +64,11 @@ def fetched(ledger: Ledger, tmp_path: Path, queue=site_bundle.queue_ads):  # -> 
     schedd = fake.FakeSchedd()
     lifecycle.ship(ledger, site, ledger.get("calib"))
     lifecycle.launch(ledger, site, ledger.get("calib"))
+    return site, schedd
+
+
+def fetched(ledger: Ledger, tmp_path: Path, queue=site_bundle.queue_ads):  # -> (site, schedd)
+    site, schedd = launched(ledger, tmp_path, queue)
     site.finish()
     lifecycle.fetch(ledger, site, ledger.get("calib"))
     assert ledger.get("calib").phase == "fetched"
@@ -85,18 +91,18 @@ def test_a_broken_queue_from_the_site_can_still_be_cleaned_up_and_handed_back(
 
     # Plain cleanup would remove the bundle while the jobs are still exported: refused.
     with pytest.raises(BadInput, match="is fetched; cleanup needs phase"):
-        lifecycle.cleanup(ledger, site, ledger.get("calib"))
+        handback.cleanup(ledger, site, ledger.get("calib"))
     assert site_files(site) and record.bundle_dir.exists()
 
-    removed = lifecycle.cleanup(ledger, site, ledger.get("calib"), site_only=True)
+    removed = handback.cleanup(ledger, site, ledger.get("calib"), site_only=True)
     assert removed["remote"] == {"removed": True} and "local_removed" not in removed
     assert site_files(site) == [] and not site.pool_running
     assert record.bundle_dir.exists() and ledger.get("calib").phase == "fetched"
 
-    assert lifecycle.discard_and_hand_back(ledger, schedd, ledger.get("calib")) == 1
+    assert handback.discard_and_hand_back(ledger, schedd, ledger.get("calib")) == {"jobs": 1}
     assert schedd.unexported == [[site_bundle.CLUSTER]] and schedd.merged == []
     assert ledger.get("calib").phase == "unexported"
-    final = lifecycle.cleanup(ledger, site, ledger.get("calib"))
+    final = handback.cleanup(ledger, site, ledger.get("calib"))
     assert final["local_removed"] == str(record.bundle_dir) and not record.bundle_dir.exists()
     assert ledger.get("calib").phase == "cleaned"
     steps = [s["step"] for s in ledger.steps("calib") if s["step"].startswith("phase:")]
@@ -112,22 +118,68 @@ def test_a_job_injected_at_the_site_never_wedges_the_export(ledger: Ledger, tmp_
     except LumberjackError:
         pass
     if ledger.get("calib").phase == "fetched":
-        lifecycle.cleanup(ledger, site, ledger.get("calib"), site_only=True)
-        lifecycle.discard_and_hand_back(ledger, schedd, ledger.get("calib"))
-    lifecycle.cleanup(ledger, site, ledger.get("calib"))
+        handback.cleanup(ledger, site, ledger.get("calib"), site_only=True)
+        handback.discard_and_hand_back(ledger, schedd, ledger.get("calib"))
+    handback.cleanup(ledger, site, ledger.get("calib"))
     assert ledger.get("calib").phase == "cleaned" and site_files(site) == []
     assert len(schedd.merged) + len(schedd.unexported) == 1
     for merged in schedd.merged:
         assert {jql.parse_key(k).cluster for k in merged if jql.key_kind(k) == "proc"} == {7}
 
 
+def running(ledger: Ledger, tmp_path: Path):  # -> (site, schedd), the jobs running there
+    site, schedd = launched(ledger, tmp_path)
+    site.start()
+    lifecycle.refresh_status(ledger, site, ledger.get("calib"))
+    assert ledger.get("calib").phase == "running" and site.pool_running
+    return site, schedd
+
+
+def test_jobs_the_site_runs_go_back_only_after_its_pool_stopped(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """A fetch that failed or was refused leaves the export running (or finished): the
+    jobs still come home unrun, the remote pool stopped first, then everything goes."""
+    site, schedd = running(ledger, tmp_path)
+    assert phases.ends("unexport", "running") == ()  # what the site did is not dropped quietly
+    assert phases.ends("cleanup", "running") == ()  # the bundle stays while the jobs are out
+
+    stops: list[bool] = []
+    unexport = schedd.unexport
+    schedd.unexport = lambda clusters: (stops.append(site.pool_running), unexport(clusters))[1]
+    answer = handback.discard_and_hand_back(ledger, schedd, ledger.get("calib"), site)
+    assert stops == [False]  # the pool was down before the local schedd got the jobs
+    assert answer["jobs"] == 1 and answer["stop"]["cancelled_pilots"] == ["1000"]
+    assert schedd.unexported == [[site_bundle.CLUSTER]] and schedd.merged == []
+    assert ledger.get("calib").phase == "unexported"
+    final = handback.cleanup(ledger, site, ledger.get("calib"))
+    assert final["remote"] == {"removed": True} and site_files(site) == []
+    bundle = ledger.get("calib").bundle_dir
+    assert not bundle.exists() and ledger.get("calib").phase == "cleaned"
+
+
 @pytest.mark.parametrize("phase", ["launched", "running", "finished"])
-def test_nothing_is_handed_back_while_the_site_holds_the_jobs(ledger: Ledger, phase: str) -> None:
-    """The site's schedd may still run them: neither escape exists before fetch."""
-    assert phases.ends("unexport --discard", phase) == ()
-    assert phases.ends("cleanup --site", phase) == ()
-    assert phases.ends("cleanup", phase) == ()
-    assert phases.ends("unexport", phase) == ()
+def test_an_unreachable_site_keeps_the_jobs_unless_forced(
+    ledger: Ledger, tmp_path: Path, phase: str
+) -> None:
+    site, schedd = running(ledger, tmp_path)
+    ledger.set_phase("calib", phase)
+    site.reachable = False
+    with pytest.raises(LumberjackError, match="cannot stop its remote pool .* add --force"):
+        handback.discard_and_hand_back(ledger, schedd, ledger.get("calib"), site)
+    assert schedd.unexported == [] and ledger.get("calib").phase == phase  # nothing changed
+
+    forced = handback.discard_and_hand_back(ledger, schedd, ledger.get("calib"), site, force=True)
+    assert "may still run there" in forced["left"] and ledger.get("calib").phase == "unexported"
+    with pytest.raises(LumberjackError, match="cannot remove .* add --force"):
+        handback.cleanup(ledger, site, ledger.get("calib"))
+    assert ledger.get("calib").bundle_dir.exists() and ledger.get("calib").phase == "unexported"
+    left = handback.cleanup(ledger, site, ledger.get("calib"), force=True)
+    assert left["left"].startswith(f"{ROOT} at site testbed") and "local_removed" in left
+    assert ledger.get("calib").info["left_at_site"] == left["left"]
+    site.reachable = True  # cleanup again, from cleaned: the site directory goes now
+    assert handback.cleanup(ledger, site, ledger.get("calib"))["remote"] == {"removed": True}
+    assert site_files(site) == [] and ledger.get("calib").info["left_at_site"] is None
 
 
 def test_the_command_line_offers_the_escapes_from_fetched(
@@ -140,13 +192,18 @@ def test_the_command_line_offers_the_escapes_from_fetched(
     refused = CliRunner().invoke(cli, ["unexport", "calib"])
     assert refused.exit_code == 2
     assert "`condor_lumberjack unexport --discard calib` hands them back" in refused.stderr
-    assert "From phase fetched" in CliRunner().invoke(cli, ["unexport", "--help"]).stdout
+    help_text = " ".join(CliRunner().invoke(cli, ["unexport", "--help"]).stdout.split())
+    assert "From phase launched, running, finished or fetched" in help_text
     dry = CliRunner().invoke(cli, ["unexport", "--discard", "--dry-run", "calib"])
     assert dry.exit_code == 0 and "would hand back clusters [7]" in dry.stdout
     site_dry = CliRunner().invoke(cli, ["cleanup", "--site", "--dry-run", "calib"])
     assert site_dry.exit_code == 0 and "would cleanup --site 'calib'" in site_dry.stdout
-    ledger.set_phase("calib", "launched")
+    ledger.set_phase("calib", "shipped")
     too_early = CliRunner().invoke(cli, ["unexport", "--discard", "calib"])
     assert too_early.exit_code == 2
-    assert "unexport --discard needs phase fetched" in too_early.stderr
-    assert ledger.get("calib").phase == "launched"
+    assert "unexport --discard needs phase launched, running, finished or fetched" in (
+        too_early.stderr
+    )
+    assert ledger.get("calib").phase == "shipped"
+    alone = CliRunner().invoke(cli, ["unexport", "--force", "calib"])
+    assert alone.exit_code == 2 and "--force goes with --discard" in alone.stderr

@@ -15,6 +15,7 @@ import paramiko
 import pytest
 
 from lumberjack.ap.bundle import FileEntry, entry_for
+from lumberjack.core.returns import Limits
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.profiles.sites import load_profile
 from lumberjack.site import transfer_helper
@@ -143,21 +144,38 @@ def test_verify_states_names_each_problem() -> None:
     "name",
     ["../etc/passwd", "/etc/passwd", "a/../../b", "a//b", "new\nline", "esc\x1b[2J", "bad\udcff"],
 )
-def test_unsafe_names_from_the_site_are_refused(name: str) -> None:
-    with pytest.raises(RemoteError, match="refusing unsafe file name"):
-        check_download_listing({name: state(name, b"x")}, "site")
+def test_unsafe_names_from_the_site_are_skipped(name: str) -> None:
+    entries, skipped = check_download_listing({name: state(name, b"x")})
+    assert entries == [] and [p for p, _ in skipped] == [name]
+    assert skipped[0][1].startswith("unsafe name (")
 
 
-def test_symlinks_and_special_files_from_the_site_are_refused() -> None:
-    with pytest.raises(RemoteError, match="'out/link' is a symlink"):
-        check_download_listing({"out/link": state("out/link", b"", kind="l")}, "site")
-    with pytest.raises(RemoteError, match="'fifo' is not a regular file"):
-        check_download_listing({"fifo": state("fifo", b"", kind="o")}, "site")
+def test_symlinks_special_files_and_hard_links_from_the_site_are_skipped() -> None:
+    listing = {
+        "out/link": state("out/link", b"", kind="l"),
+        "fifo": state("fifo", b"", kind="p"),
+        "dev": state("dev", b"", kind="c"),
+        "sock": state("sock", b"", kind="s"),
+        "other": state("other", b"", kind="o"),
+        "twin": FileState("twin", "f", 1, False, sha(b"x"), 2),
+        "ok": state("ok", b"x"),
+    }
+    entries, skipped = check_download_listing(listing)
+    assert entries == [entry("ok", b"x")]
+    assert dict(skipped) == {
+        "out/link": "is a symbolic link", "fifo": "is a FIFO", "dev": "is a device",
+        "sock": "is a socket", "other": "is not a regular file",
+        "twin": "has other hard links (maybe to a file outside the spool)",
+    }  # fmt: skip
 
 
 def test_download_listing_becomes_entries() -> None:
     listing = {"b": state("b", b"bb", executable=True), "a b": state("a b", b"a")}
-    assert check_download_listing(listing, "site") == [entry("a b", b"a"), entry("b", b"bb", True)]
+    assert check_download_listing(listing) == ([entry("a b", b"a"), entry("b", b"bb", True)], [])
+    # Over the cap the site lists a file without reading it: kept, for the caller to refuse.
+    big = {"big": FileState("big", "f", 10, False, None)}
+    assert check_download_listing(big, max_size=5) == ([FileEntry("big", 10, "", False)], [])
+    assert check_download_listing(big)[1] == [("big", "was listed without its sha256")]
 
 
 # ---- the helper (the program run at the site), run here
@@ -440,11 +458,11 @@ def test_a_second_carrier_carries_uploads_downloads_and_commands(profile, tmp_pa
 def test_a_failed_transfer_still_finishes_its_progress(profile, tmp_path) -> None:
     site = tmp_path / "site"
     site.mkdir()
-    (site / "link").symlink_to(tmp_path)
+    (site / "big").write_bytes(b"x" * 100)
     shown = Recorder()
-    with pytest.raises(RemoteError, match="'link' is a symlink"):
+    with pytest.raises(RemoteError, match="over the cap"):
         SiteConnection(profile, carrier=LocalCarrier()).download(
-            str(site), tmp_path / "back", progress=shown
+            str(site), tmp_path / "back", progress=shown, limits=Limits(job_bytes=10)
         )
     assert shown.tasks == []  # refused before anything moved
     src = tmp_path / "src"

@@ -1,0 +1,146 @@
+"""A hostile return never wedges an export, on the testbed: after a real export's jobs
+ran, the site account plants in its remote spool a name with a control character, a
+symbolic link, a FIFO, a socket, two hard links, or a 2 GiB sparse file. `fetch` skips
+and reports the first kind and takes the rest; it refuses the sparse file by the
+per-job cap before a byte of it moves; either way the jobs still come home (import, or
+unexport --discard with the remote pool stopped first) and `cleanup` leaves nothing."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from journey import (
+    SITE_BASE,
+    last_json,
+    lumberjack,
+    make_job_dir,
+    query,
+    site_leftovers,
+    site_path,
+    site_run,
+    submit,
+    wait_finished,
+)
+
+from lumberjack.state.ledger import Ledger
+
+pytestmark = pytest.mark.integration
+
+#: What is planted beside a job's outputs, and why fetch must skip each.
+PLANTED = {
+    "bad\x01name": "unsafe name (contains a control character)",
+    "link": "is a symbolic link",
+    "fifo": "is a FIFO",
+    "sock": "is a socket",
+    "twin": "has other hard links (maybe to a file outside the spool)",
+    "twin2": "has other hard links (maybe to a file outside the spool)",
+}
+
+
+def finished_at_site(workspace: Path, at_site: list, prefix: str) -> tuple[str, int, str]:
+    """Two jobs exported to the testbed site and run there: (name, cluster, the remote
+    directory of job 0 in the spool)."""
+    job_dir = make_job_dir(workspace)
+    cluster = submit(job_dir, 2)
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    exported = last_json(
+        lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--nodes", "1",
+                   "--walltime", "15m", "--name", name, "--json")
+    )  # fmt: skip
+    at_site.append(name)
+    assert exported["remote_dir"] == f"{SITE_BASE}/{name}"
+    lumberjack("ship", name)
+    lumberjack("launch", name)
+    wait_finished(name, timeout=300)
+    spool = f"{SITE_BASE}/{name}/spool"
+    return name, cluster, f"{spool}/{cluster}/0/cluster{cluster}.proc0.subproc0"
+
+
+def odd_entries(root: Path) -> list[str]:
+    """Everything below root that is not a plain directory or a file of one name."""
+    found = []
+    for path in [root, *root.rglob("*")] if root.exists() else []:
+        st = os.lstat(path)
+        if not (stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)):
+            found.append(str(path))
+    return found
+
+
+def wait_nothing_left(name: str, timeout: float = 60) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := site_leftovers(name, f"{SITE_BASE}/{name}")) and time.monotonic() < deadline:
+        time.sleep(1)
+    return left
+
+
+def test_bad_entries_are_skipped_reported_and_the_jobs_come_home(
+    workspace: Path, state_dir: Path, at_site: list
+) -> None:
+    name, cluster, job0 = finished_at_site(workspace, at_site, "hostile")
+    site_run(
+        f"cd {shlex.quote(job0)} && printf evil > \"$(printf 'bad\\001name')\" && "
+        "ln -s /etc/passwd link && mkfifo fifo && echo twin > twin && ln twin twin2 && "
+        "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'"
+    )
+
+    result = lumberjack("fetch", name, "--json", check=False)
+    assert result.returncode == 0, result.stderr  # was exit 3: "refusing unsafe file name"
+    fetched = last_json(result)
+    assert fetched["phase"] == "fetched"
+    prefix = f"{cluster}/0/cluster{cluster}.proc0.subproc0/"
+    assert {item["name"]: item["reason"] for item in fetched["skipped"]} == {
+        repr(prefix + planted): why for planted, why in PLANTED.items()
+    }
+    bundle = Ledger().get(name).bundle_dir
+    for root in (bundle, state_dir):  # nothing of them written here, wherever returns land
+        assert odd_entries(root) == []
+        assert not any(p.name in PLANTED for p in root.rglob("*"))
+
+    text = lumberjack("fetch", name).stdout  # again: one summary line names them
+    lines = [line for line in text.splitlines() if "skipped:" in line]
+    assert len(lines) == 1 and "6 entries the site returned, never written here" in lines[0]
+    assert "'" + prefix + "bad\\x01name'" in lines[0]
+
+    imported = last_json(lumberjack("import", name, "--json"))
+    assert (imported["jobs"], imported["completed"]) == (2, 2)
+    cleaned = last_json(lumberjack("cleanup", name, "--json"))
+    assert cleaned["phase"] == "cleaned" and not bundle.exists()
+    assert not site_path(f"{SITE_BASE}/{name}").exists()
+    assert wait_nothing_left(name) == []
+
+
+def test_a_sparse_file_over_the_cap_is_refused_and_the_jobs_still_come_home(
+    workspace: Path, state_dir: Path, at_site: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, cluster, job0 = finished_at_site(workspace, at_site, "sparse")
+    site_run(f"truncate -s 2G {shlex.quote(job0)}/huge")
+    monkeypatch.setenv("LUMBERJACK_IMPORT_MAX_JOB_BYTES", str(1 << 30))  # the name import knew
+
+    refused = lumberjack("fetch", name, check=False)
+    assert refused.returncode != 0
+    message = refused.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert "2147483648 bytes, over the cap of 1073741824 bytes per job" in message
+    assert "(LUMBERJACK_IMPORT_MAX_JOB_BYTES)" in message
+    bundle = Ledger().get(name).bundle_dir
+    assert [p for p in (bundle, state_dir) for p in p.rglob("huge")] == []
+    assert Ledger().get(name).phase == "finished"
+
+    plain = lumberjack("unexport", name, check=False)
+    assert plain.returncode == 2 and f"unexport --discard {name}` hands them back" in plain.stderr
+    back = last_json(lumberjack("unexport", "--discard", name, "--json"))
+    assert back["jobs"] == 2 and "stop" in back
+    ads = query(f"ClusterId == {cluster}", ["Managed", "JobStatus"])
+    assert len(ads) == 2 and all(a.get("Managed") != "External" for a in ads)
+    assert Ledger().get(name).phase == "unexported"
+
+    cleaned = last_json(lumberjack("cleanup", name, "--json"))
+    assert cleaned["phase"] == "cleaned" and not bundle.exists()
+    assert not site_path(f"{SITE_BASE}/{name}").exists()
+    assert wait_nothing_left(name) == []
