@@ -199,3 +199,40 @@ def test_roots_working_state_is_roots_at_every_level(done: Journey) -> None:
         assert not info.st_mode & 0o022, level
     assert stat.S_IMODE(os.lstat(returned).st_mode) == 0o700
     assert (returned / "job_queue.log").exists()
+
+
+@pytest.mark.parametrize("swap", ["an input", "the manifest"])
+def test_ship_never_sends_a_root_file_swapped_into_the_bundle(
+    workspace: Path, state_dir: Path, at_site: list, swap: str
+) -> None:
+    """alice swaps a file of her exported bundle for a link to a root-only file of the
+    same size: root's ship reads the bundle as alice, so it refuses in one line and the
+    file's bytes never reach the site."""
+    from journey import site_path
+
+    job_dir = make_job_dir(workspace)
+    cluster = submit(job_dir, 1)
+    name = f"swap-{uuid.uuid4().hex[:6]}"
+    lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--name", name)
+    at_site.append(name)
+    bundle = state_dir / "bundles" / name
+    victim = bundle / ("manifest.json" if swap == "the manifest" else "spool/lumberjack-inputs")
+    if swap == "an input":
+        victim = next(p for p in victim.rglob("*") if p.is_file())
+    secret = workspace.parent / f"root-only-{uuid.uuid4().hex[:6]}"
+    secret.write_bytes(b"S" * victim.stat().st_size)
+    os.chmod(secret, 0o600)
+    try:
+        victim.unlink()
+        victim.symlink_to(secret)
+        os.lchown(victim, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
+        result = lumberjack("ship", name, check=False)
+        assert result.returncode != 0
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        remote = site_path(f"{SITE_BASE}/{name}")
+        sent = [p for p in remote.rglob("*") if p.is_file() and b"SSSS" in p.read_bytes()]
+        assert sent == []
+        assert last_json(lumberjack("exports", "--json"))["exports"][0]["phase"] == "exported"
+    finally:
+        secret.unlink()
+        lumberjack("unexport", name, check=False)
