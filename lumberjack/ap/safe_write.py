@@ -18,6 +18,7 @@ import errno
 import os
 import stat
 
+from lumberjack.core import returns
 from lumberjack.errors import BadInput
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -176,11 +177,5 @@ def open_returned(path: str) -> tuple[int, os.stat_result]:
 
 
 def returned_file_problem(st: os.stat_result) -> str | None:
-    """Why a returned file (lstat) is refused, or None."""
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if st.st_nlink > 1:
-        return "has other hard links (maybe to a file outside the bundle)"
-    return None
+    """Why a returned file (lstat) is refused, or None (fetch's own rule, core.returns)."""
+    return returns.entry_problem(returns.mode_kind(st.st_mode), st.st_nlink)

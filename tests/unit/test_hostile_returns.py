@@ -368,7 +368,7 @@ def test_hard_link_to_a_file_outside_is_refused(world: World) -> None:
 
 def test_fifo_is_refused(world: World) -> None:
     os.mkfifo(world.job_dir(0) / "pipe")
-    refused(world, "not a regular file")
+    refused(world, "is a FIFO")
 
 
 def test_socket_is_refused(world: World) -> None:
@@ -376,7 +376,7 @@ def test_socket_is_refused(world: World) -> None:
     try:
         os.chdir(world.job_dir(0))
         sock.bind("sock")
-        refused(world, "not a regular file")
+        refused(world, "is a socket")
     finally:
         sock.close()
         os.chdir("/")
@@ -385,7 +385,7 @@ def test_socket_is_refused(world: World) -> None:
 @needs_root
 def test_device_is_refused(world: World) -> None:
     os.mknod(world.job_dir(0) / "null", 0o600 | 0o020000, os.makedev(1, 3))
-    refused(world, "not a regular file")
+    refused(world, "is a device")
 
 
 def test_file_far_larger_than_the_job_could_write_is_refused(
