@@ -34,6 +34,11 @@ SITE_IMAGE_RECIPE = ("packages.txt", "build-testbed-image.sh")
 
 SUBMITTER = "alice"
 SUBMITTER_UID = 4242
+#: A second local submitter (the hostile neighbour of the isolation tests). Made at `up`
+#: time, on the host and in the rootfs, so that the rootfs recipe stays as it is.
+OTHER_SUBMITTER = "bob"
+OTHER_SUBMITTER_UID = 4444
+SUBMITTERS = {SUBMITTER: SUBMITTER_UID, OTHER_SUBMITTER: OTHER_SUBMITTER_UID}
 UID_DOMAIN = "lumberjack.test"
 # Versions this testbed was written against; another sid version fails loudly.
 TESTED_VERSIONS = {"condor": "25.14.", "apptainer": "1.4.", "slurm-wlm": "26.05."}
@@ -473,6 +478,7 @@ ENABLE_IPV6 = FALSE
 
     def start(self, rootfs: Path) -> None:
         if self.is_running():
+            self._make_client_token(rootfs)  # a submitter added since it started
             return
         self.write_configs()
         pid = spawn_in_rootfs(
@@ -518,10 +524,23 @@ ENABLE_IPV6 = FALSE
             time.sleep(0.5)
         raise RuntimeError(f"pool {self.name}: no ad of {name} after {timeout:.0f} s")
 
+    def token_dir(self, user: str = SUBMITTER) -> Path:
+        """The client's token directory for `user`: one user's token each, since a client
+        uses any token in its directory (the client config names alice's)."""
+        return self.root / ("client-tokens" if user == SUBMITTER else f"client-tokens-{user}")
+
+    def client_env_of(self, user: str) -> dict[str, str]:
+        """client_env, authenticated as `user` (a submitter of SUBMITTERS)."""
+        return {**self.client_env(), "_CONDOR_SEC_TOKEN_DIRECTORY": str(self.token_dir(user))}
+
     def _make_client_token(self, rootfs: Path) -> None:
-        token_dir = self.root / "client-tokens"
+        for user in SUBMITTERS:
+            self._make_token_of(rootfs, user)
+
+    def _make_token_of(self, rootfs: Path, user: str) -> None:
+        token_dir = self.token_dir(user)
         token_dir.mkdir(mode=0o700, exist_ok=True)
-        token_file = token_dir / SUBMITTER
+        token_file = token_dir / user
         if token_file.exists():
             return
         # The pool key is created by the collector at start-up; wait for it.
@@ -534,7 +553,7 @@ ENABLE_IPV6 = FALSE
             rootfs,
             "condor_token_create",
             "-identity",
-            f"{SUBMITTER}@{UID_DOMAIN}",
+            f"{user}@{UID_DOMAIN}",
             "-lifetime",
             str(7 * 24 * 3600),
         )
@@ -567,6 +586,7 @@ def up() -> dict[str, str]:
     (tb / "rootfs").symlink_to(rootfs)
     write_hosts(rootfs)
     ensure_host_submitter()
+    ensure_rootfs_submitters(rootfs)
     started = time.monotonic()
     ACCESS_POINT.start(rootfs)
     log(f"access point pool up in {time.monotonic() - started:.1f} s")
@@ -598,15 +618,31 @@ def ensure_host_submitter() -> None:
     # The access point knows its submitters: lumberjack chowns bundles and outputs to them.
     import pwd
 
-    try:
-        pwd.getpwnam(SUBMITTER)
-    except KeyError:
-        subprocess.run(["groupadd", "-g", str(SUBMITTER_UID), SUBMITTER], check=False)
-        subprocess.run(
-            ["useradd", "-M", "-u", str(SUBMITTER_UID), "-g", str(SUBMITTER_UID),
-             "-s", "/usr/sbin/nologin", SUBMITTER],
-            check=True,
-        )  # fmt: skip
+    for user, uid in SUBMITTERS.items():
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            subprocess.run(["groupadd", "-g", str(uid), user], check=False)
+            subprocess.run(
+                ["useradd", "-M", "-u", str(uid), "-g", str(uid), "-s", "/usr/sbin/nologin",
+                 user],
+                check=True,
+            )  # fmt: skip
+
+
+def ensure_rootfs_submitters(rootfs: Path) -> None:
+    """Submitters the rootfs recipe does not make (alice is in it): the schedd runs their
+    jobs and starters as them, by name."""
+    for user, uid in SUBMITTERS.items():
+        try:
+            rootfs_ids(rootfs, user)
+        except KeyError:
+            subprocess.run(["chroot", str(rootfs), "groupadd", "-g", str(uid), user], check=False)
+            subprocess.run(
+                ["chroot", str(rootfs), "useradd", "-m", "-u", str(uid), "-g", str(uid),
+                 "-s", "/bin/bash", user],
+                check=True,
+            )  # fmt: skip
 
 
 def write_hosts(rootfs: Path) -> None:

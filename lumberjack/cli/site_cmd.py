@@ -68,9 +68,14 @@ def ship_command(name: str, dry_run: bool, as_json: bool) -> None:
 
 @cli.command("launch")
 @name_argument
+@click.option(
+    "--shared-account", is_flag=True,
+    help="Launch beside another owner's export on a site whose jobs get no container "
+    "(runtime none, podman-hpc): its users may see each other's files.",
+)  # fmt: skip
 @dry_run_option
 @json_option
-def launch_command(name: str, dry_run: bool, as_json: bool) -> None:
+def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool) -> None:
     """Start the remote pool on the shipped queue and submit the pilots.
 
     Safe to repeat: the queue is never put in place twice, and pilots are submitted
@@ -80,6 +85,8 @@ def launch_command(name: str, dry_run: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack launch calib
     """
+    if shared_account and not dry_run:
+        Ledger().update_info(name, shared_account=True)
     _one_step(name, as_json, dry_run, lifecycle.launch, "launch")
 
 
