@@ -206,3 +206,38 @@ def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, a
         assert path.stat().st_uid == testbed.SUBMITTER_UID, path
     for name in (alice_name, bob_name):
         lumberjack("cleanup", name)
+
+
+def test_no_container_means_one_owner_at_a_time(workspace: Path, state_dir: Path, at_site) -> None:
+    """testbed-nocontainer runs jobs beside the startd, as the site account: while one of
+    alice's exports is at the site, bob's is not launched (nor hers while his is)."""
+    alice_dir = make_job_dir(workspace, "alice")
+    bob_home = workspace / "bob"
+    bob_home.mkdir()
+    os.chown(bob_home, testbed.OTHER_SUBMITTER_UID, testbed.OTHER_SUBMITTER_UID)
+    bob_dir = make_job_dir(bob_home, "job", uid=testbed.OTHER_SUBMITTER_UID)
+    tag = uuid.uuid4().hex[:6]
+    alice_name, bob_name = f"one-alice-{tag}", f"one-bob-{tag}"
+    at_site.extend([alice_name, bob_name])
+    request = ("--site", "testbed-nocontainer", "--nodes", "1", "--walltime", "10m")
+
+    alice_cluster = submit(alice_dir, 1)
+    lumberjack("export", "--ids", str(alice_cluster), *request, "--name", alice_name)
+    lumberjack("ship", alice_name)
+    bob_cluster = submit_as(testbed.OTHER_SUBMITTER, bob_dir, 1)
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("export", "--ids", str(bob_cluster), *request, "--name", bob_name)
+        lumberjack("ship", bob_name)
+        refused = lumberjack("launch", bob_name, check=False)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    message = refused.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert f"export {alice_name} of alice is there (shipped)" in message
+    assert "shared_account" in message
+    refused = lumberjack("launch", alice_name, check=False)
+    assert refused.returncode == 2 and f"export {bob_name} of bob" in refused.stderr
+    check = last_json(lumberjack("sites", "check", "testbed-nocontainer", "--json"))
+    assert check["isolation"] == "one-owner"
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("unexport", bob_name)
+    lumberjack("unexport", alice_name)
