@@ -49,11 +49,18 @@ def _summary(result: dict[str, Any]) -> str:
     return "\n".join(f"  {key}: {value}" for key, value in result.items())
 
 
+_SHARED_ACCOUNT_HELP = (
+    "Go ahead beside another owner's export on a site whose jobs get no container "
+    "(runtime none, podman-hpc): the site account's users may see each other's files."
+)
+
+
 @cli.command("ship")
 @name_argument
+@click.option("--shared-account", is_flag=True, help=_SHARED_ACCOUNT_HELP)
 @dry_run_option
 @json_option
-def ship_command(name: str, dry_run: bool, as_json: bool) -> None:
+def ship_command(name: str, shared_account: bool, dry_run: bool, as_json: bool) -> None:
     """Send an export's bundle and the site agent to its site over SSH.
 
     Resumable: run it again after an interruption and only missing or changed files
@@ -63,16 +70,14 @@ def ship_command(name: str, dry_run: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack ship calib
     """
+    if shared_account and not dry_run:
+        Ledger().update_info(name, shared_account=True)
     _one_step(name, as_json, dry_run, lifecycle.ship, "ship")
 
 
 @cli.command("launch")
 @name_argument
-@click.option(
-    "--shared-account", is_flag=True,
-    help="Launch beside another owner's export on a site whose jobs get no container "
-    "(runtime none, podman-hpc): its users may see each other's files.",
-)  # fmt: skip
+@click.option("--shared-account", is_flag=True, help=_SHARED_ACCOUNT_HELP)
 @dry_run_option
 @json_option
 def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool) -> None:

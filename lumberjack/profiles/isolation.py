@@ -7,7 +7,7 @@ Runtimes "none" and podman-hpc have no such container: a job there can read and 
 everything the site account can, other exports included, so exports of different owners
 must not be at the site at once, unless the operator declares the account shared on
 purpose (`[site] shared_account = true`, or `launch --shared-account`), accepting that
-its users trust each other. state/isolation_guard.py enforces it at launch.
+its users trust each other. state/isolation_guard.py enforces it at ship and launch.
 """
 
 from __future__ import annotations
@@ -45,6 +45,6 @@ def isolation_note(profile: SiteProfile) -> str:
         )
     return (
         f"runtime {runtime} gives jobs no container: one owner's exports at a time on this "
-        "site account (launch refuses another owner's; [site] shared_account = true "
+        "site account (ship and launch refuse another owner's; [site] shared_account = true "
         "if its users may see each other's files)"
     )

@@ -1,5 +1,5 @@
-"""At launch: no export of another local owner at the same site account, where nothing
-keeps its jobs out of this one's files (see lumberjack/profiles/isolation.py)."""
+"""At ship and launch: no export of another local owner at the same site account, where
+nothing keeps its jobs out of this one's files (see lumberjack/profiles/isolation.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def check_isolation(
         raise BadInput(
             f"site {profile.name} gives jobs no container (runtime "
             f"{profile.container.runtime}) and export {other.name} of {other.owner} is "
-            f"there ({other.phase}): {record.owner}'s jobs could read it; launch after its "
-            "cleanup, or set [site] shared_account = true (or --shared-account) if the "
+            f"there ({other.phase}): each owner's jobs could read the other's files; go on after "
+            "its cleanup, or set [site] shared_account = true (or --shared-account) if the "
             "site account's users may see each other's files"
         )

@@ -195,6 +195,8 @@ def _step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -> d
 def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Bundle and agent to the site; only missing or changed files move; verified."""
     check_phase(record, "ship")
+    if record.phase == Phase.EXPORTED:  # inputs must not land beside another owner's jobs
+        check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:

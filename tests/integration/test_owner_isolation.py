@@ -210,7 +210,8 @@ def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, a
 
 def test_no_container_means_one_owner_at_a_time(workspace: Path, state_dir: Path, at_site) -> None:
     """testbed-nocontainer runs jobs beside the startd, as the site account: while one of
-    alice's exports is at the site, bob's is not launched (nor hers while his is)."""
+    alice's exports is at the site, bob's is not shipped, and hers is not launched while
+    his is, unless the operator says the account is shared (--shared-account)."""
     alice_dir = make_job_dir(workspace, "alice")
     bob_home = workspace / "bob"
     bob_home.mkdir()
@@ -227,15 +228,18 @@ def test_no_container_means_one_owner_at_a_time(workspace: Path, state_dir: Path
     bob_cluster = submit_as(testbed.OTHER_SUBMITTER, bob_dir, 1)
     with as_submitter(testbed.OTHER_SUBMITTER):
         lumberjack("export", "--ids", str(bob_cluster), *request, "--name", bob_name)
-        lumberjack("ship", bob_name)
-        refused = lumberjack("launch", bob_name, check=False)
-    assert refused.returncode == 2, refused.stdout + refused.stderr
-    message = refused.stderr.strip()
-    assert len(message.splitlines()) == 1, message
-    assert f"export {alice_name} of alice is there (shipped)" in message
-    assert "shared_account" in message
+        refused = lumberjack("ship", bob_name, check=False)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        message = refused.stderr.strip()
+        assert len(message.splitlines()) == 1, message
+        assert f"export {alice_name} of alice is there (shipped)" in message
+        assert "shared_account" in message
+        # The operator says the account is shared on purpose: bob's bundle goes.
+        lumberjack("ship", bob_name, "--shared-account")
+    # alice said no such thing: her launch beside bob's shipped export is refused.
     refused = lumberjack("launch", alice_name, check=False)
-    assert refused.returncode == 2 and f"export {bob_name} of bob" in refused.stderr
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"export {bob_name} of bob is there (shipped)" in refused.stderr
     check = last_json(lumberjack("sites", "check", "testbed-nocontainer", "--json"))
     assert check["isolation"] == "one-owner"
     with as_submitter(testbed.OTHER_SUBMITTER):
