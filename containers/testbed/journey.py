@@ -4,11 +4,13 @@ through the emulated site, look at what came back and at what is left at the sit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
 
@@ -27,12 +29,49 @@ exit "$2"
 """
 
 
-def chown_tree(path: Path) -> None:
+def chown_tree(path: Path, uid: int = testbed.SUBMITTER_UID) -> None:
     for item in [path, *path.rglob("*")]:
-        os.chown(item, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID, follow_symlinks=False)
+        os.chown(item, uid, uid, follow_symlinks=False)
 
 
-def make_job_dir(workspace: Path, name: str = "job") -> Path:
+def submit_as(user: str, job_dir: Path, count: int, **extra: str) -> int:
+    """`submit`, authenticated as `user`, in a process of its own: a process keeps the
+    security session it opened with the schedd, whoever's token a later call names."""
+    code = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "import journey; args = json.loads(sys.argv[2]); "
+        "print(journey.submit(Path(args['dir']), args['count'], **args['extra']))"
+    )
+    args = json.dumps({"dir": str(job_dir), "count": count, "extra": extra})
+    env = {**os.environ, **testbed.ACCESS_POINT.client_env_of(user)}
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent), args],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    return int(result.stdout.split()[-1])
+
+
+@contextlib.contextmanager
+def as_submitter(user: str) -> Iterator[None]:
+    """Within: the CLI (run as a process of its own by `lumberjack`) authenticates as
+    `user`; in this process, only a fresh session would (see submit_as)."""
+    import htcondor2
+
+    variable = "_CONDOR_SEC_TOKEN_DIRECTORY"
+    before = os.environ.get(variable)
+    os.environ[variable] = testbed.ACCESS_POINT.client_env_of(user)[variable]
+    htcondor2.reload_config()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
+        htcondor2.reload_config()
+
+
+def make_job_dir(workspace: Path, name: str = "job", uid: int = testbed.SUBMITTER_UID) -> Path:
     job_dir = workspace / name
     (job_dir / "sub").mkdir(parents=True)
     (job_dir / "results").mkdir()
@@ -40,7 +79,7 @@ def make_job_dir(workspace: Path, name: str = "job") -> Path:
     (job_dir / "run.sh").chmod(0o755)
     (job_dir / "in put.txt").write_text("input with a space in its name\n")
     (job_dir / "sub" / "data.txt").write_bytes(os.urandom(2048))
-    chown_tree(job_dir)
+    chown_tree(job_dir, uid)
     return job_dir
 
 

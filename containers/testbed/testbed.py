@@ -34,6 +34,11 @@ SITE_IMAGE_RECIPE = ("packages.txt", "build-testbed-image.sh")
 
 SUBMITTER = "alice"
 SUBMITTER_UID = 4242
+#: A second local submitter (the hostile neighbour of the isolation tests). Made at `up`
+#: time, on the host and in the rootfs, so that the rootfs recipe stays as it is.
+OTHER_SUBMITTER = "bob"
+OTHER_SUBMITTER_UID = 4444
+SUBMITTERS = {SUBMITTER: SUBMITTER_UID, OTHER_SUBMITTER: OTHER_SUBMITTER_UID}
 UID_DOMAIN = "lumberjack.test"
 # Versions this testbed was written against; another sid version fails loudly.
 TESTED_VERSIONS = {"condor": "25.14.", "apptainer": "1.4.", "slurm-wlm": "26.05."}
@@ -481,6 +486,7 @@ ENABLE_IPV6 = FALSE
 
     def start(self, rootfs: Path) -> None:
         if self.is_running():
+            self._make_client_token(rootfs)  # a submitter added since it started
             return
         self.write_configs()
         pid = spawn_in_rootfs(
@@ -526,10 +532,23 @@ ENABLE_IPV6 = FALSE
             time.sleep(0.5)
         raise RuntimeError(f"pool {self.name}: no ad of {name} after {timeout:.0f} s")
 
+    def token_dir(self, user: str = SUBMITTER) -> Path:
+        """The client's token directory for `user`: one user's token each, since a client
+        uses any token in its directory (the client config names alice's)."""
+        return self.root / ("client-tokens" if user == SUBMITTER else f"client-tokens-{user}")
+
+    def client_env_of(self, user: str) -> dict[str, str]:
+        """client_env, authenticated as `user` (a submitter of SUBMITTERS)."""
+        return {**self.client_env(), "_CONDOR_SEC_TOKEN_DIRECTORY": str(self.token_dir(user))}
+
     def _make_client_token(self, rootfs: Path) -> None:
-        token_dir = self.root / "client-tokens"
+        for user in SUBMITTERS:
+            self._make_token_of(rootfs, user)
+
+    def _make_token_of(self, rootfs: Path, user: str) -> None:
+        token_dir = self.token_dir(user)
         token_dir.mkdir(mode=0o700, exist_ok=True)
-        token_file = token_dir / SUBMITTER
+        token_file = token_dir / user
         if token_file.exists():
             return
         # The pool key is created by the collector at start-up; wait for it.
@@ -542,7 +561,7 @@ ENABLE_IPV6 = FALSE
             rootfs,
             "condor_token_create",
             "-identity",
-            f"{SUBMITTER}@{UID_DOMAIN}",
+            f"{user}@{UID_DOMAIN}",
             "-lifetime",
             str(7 * 24 * 3600),
         )
@@ -550,23 +569,11 @@ ENABLE_IPV6 = FALSE
         with os.fdopen(fd, "w") as out:
             out.write(token)
 
-    def client_config_for(self, rootfs: Path, user: str) -> Path:
-        """A host client config that authenticates as `user`@UID_DOMAIN by a token of its
-        own (e.g. root, as an access point's cron has root's credentials)."""
-        token_dir = self.root / f"client-tokens-{user}"
-        token_dir.mkdir(mode=0o700, exist_ok=True)
-        token_file = token_dir / user
-        if not token_file.exists():
-            token = self.condor(rootfs, "condor_token_create", "-identity",
-                                f"{user}@{UID_DOMAIN}", "-lifetime", str(24 * 3600))  # fmt: skip
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(token)
-        config = self.root / f"client_config_{user}"
-        config.write_text(
-            self.client_config.read_text().replace(str(self.root / "client-tokens"), str(token_dir))
-        )
-        return config
+    def client_env_as(self, rootfs: Path, user: str) -> dict[str, str]:
+        """client_env_of any identity, its token made if missing (e.g. root: an access
+        point's cron has root's credentials at the schedd)."""
+        self._make_token_of(rootfs, user)
+        return self.client_env_of(user)
 
     def stop(self) -> None:
         pid = recorded_pid(self.pid_file)
@@ -593,6 +600,7 @@ def up() -> dict[str, str]:
     (tb / "rootfs").symlink_to(rootfs)
     write_hosts(rootfs)
     ensure_host_submitter()
+    ensure_rootfs_submitters(rootfs)
     started = time.monotonic()
     ACCESS_POINT.start(rootfs)
     log(f"access point pool up in {time.monotonic() - started:.1f} s")
@@ -635,15 +643,31 @@ def ensure_host_submitter() -> None:
     # The access point knows its submitters: lumberjack chowns bundles and outputs to them.
     import pwd
 
-    try:
-        pwd.getpwnam(SUBMITTER)
-    except KeyError:
-        subprocess.run(["groupadd", "-g", str(SUBMITTER_UID), SUBMITTER], check=False)
-        subprocess.run(
-            ["useradd", "-M", "-u", str(SUBMITTER_UID), "-g", str(SUBMITTER_UID),
-             "-s", "/usr/sbin/nologin", SUBMITTER],
-            check=True,
-        )  # fmt: skip
+    for user, uid in SUBMITTERS.items():
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            subprocess.run(["groupadd", "-g", str(uid), user], check=False)
+            subprocess.run(
+                ["useradd", "-M", "-u", str(uid), "-g", str(uid), "-s", "/usr/sbin/nologin",
+                 user],
+                check=True,
+            )  # fmt: skip
+
+
+def ensure_rootfs_submitters(rootfs: Path) -> None:
+    """Submitters the rootfs recipe does not make (alice is in it): the schedd runs their
+    jobs and starters as them, by name."""
+    for user, uid in SUBMITTERS.items():
+        try:
+            rootfs_ids(rootfs, user)
+        except KeyError:
+            subprocess.run(["chroot", str(rootfs), "groupadd", "-g", str(uid), user], check=False)
+            subprocess.run(
+                ["chroot", str(rootfs), "useradd", "-m", "-u", str(uid), "-g", str(uid),
+                 "-s", "/bin/bash", user],
+                check=True,
+            )  # fmt: skip
 
 
 def write_hosts(rootfs: Path) -> None:

@@ -65,11 +65,18 @@ def skipped_line(skipped: list[dict[str, str]], shown: int = 4) -> str:
     return f"skipped: {count} the site returned, never written here: {named}{more}"
 
 
+_SHARED_ACCOUNT_HELP = (
+    "Go ahead beside another owner's export on a site whose jobs get no container "
+    "(runtime none, podman-hpc): the site account's users may see each other's files."
+)
+
+
 @cli.command("ship")
 @name_argument
+@click.option("--shared-account", is_flag=True, help=_SHARED_ACCOUNT_HELP)
 @dry_run_option
 @json_option
-def ship_command(name: str, dry_run: bool, as_json: bool) -> None:
+def ship_command(name: str, shared_account: bool, dry_run: bool, as_json: bool) -> None:
     """Send an export's bundle and the site agent to its site over SSH.
 
     Resumable: run it again after an interruption and only missing or changed files
@@ -79,14 +86,17 @@ def ship_command(name: str, dry_run: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack ship calib
     """
+    if shared_account and not dry_run:
+        Ledger().update_info(name, shared_account=True)
     _one_step(name, as_json, dry_run, lifecycle.ship, "ship")
 
 
 @cli.command("launch")
 @name_argument
+@click.option("--shared-account", is_flag=True, help=_SHARED_ACCOUNT_HELP)
 @dry_run_option
 @json_option
-def launch_command(name: str, dry_run: bool, as_json: bool) -> None:
+def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool) -> None:
     """Start the remote pool on the shipped queue and submit the pilots.
 
     Safe to repeat: the queue is never put in place twice, and pilots are submitted
@@ -96,6 +106,8 @@ def launch_command(name: str, dry_run: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack launch calib
     """
+    if shared_account and not dry_run:
+        Ledger().update_info(name, shared_account=True)
     _one_step(name, as_json, dry_run, lifecycle.launch, "launch")
 
 

@@ -87,13 +87,17 @@ def check_cmd(site: str, as_json: bool, **request_flags: Any) -> None:
       condor_lumberjack sites check perlmutter --queue debug-cpu --nodes 16 --pilots 2 \\
           --walltime 20m --allocation m1234
     """
+    from lumberjack.profiles.isolation import isolation_note, isolation_of
+
     profile = find_profile(site)
     request = request_from_options(profile, **request_flags)
+    note = isolation_note(profile)
     emit(
         as_json,
-        {"ok": True, **report_dict(request, profile)},
-        "\n".join(report_lines(request, profile)),
-    )
+        {"ok": True, **report_dict(request, profile), "isolation": isolation_of(profile),
+         "isolation_note": note},
+        "\n".join([*report_lines(request, profile), f"other owners: {note}"]),
+    )  # fmt: skip
 
 
 def _table(rows: list[list[str]]) -> list[str]:

@@ -255,6 +255,9 @@ class SiteTable(_Table):
     scratch: Optional[Scratch] = None
     batch_system: BatchSystemName
     allocation_required: StrictBool = False
+    # Exports of different owners may share the site account at once with no container
+    # between their jobs (runtime none, podman-hpc): the operator says so (isolation.py).
+    shared_account: StrictBool = False
 
     @field_validator("name")
     @classmethod
@@ -545,6 +548,7 @@ class SiteProfile:
     connection_sharing: bool = True
     scratch: str = ""
     allocation_required: bool = False
+    shared_account: bool = False
     schedd: ScheddSpec = ScheddSpec()
     batch: BatchSettings = BatchSettings()
     defaults: RequestDefaults = RequestDefaults()
@@ -647,6 +651,7 @@ class SiteProfile:
             "scratch": self.scratch,
             "batch_system": self.batch_system,
             "allocation_required": self.allocation_required,
+            "shared_account": self.shared_account,
             "container": self.container.model_dump(mode="json"),
             "schedd": self.schedd.model_dump(mode="json"),
             "queues": [

@@ -31,6 +31,7 @@ schedd, reporting to that lease's collector; its pilots are the lease's (see "le
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import os
@@ -51,7 +52,7 @@ from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
-from lumberjack.site import remote_pool
+from lumberjack.site import pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
@@ -325,20 +326,10 @@ def submit_pilots(
 
 def write_pilot_files(layout: ExportLayout, settings: PoolSettings, launch: dict) -> None:
     spec = launch["spec"]
-    tokens = Path(layout.pilot_tokens)
-    tokens.mkdir(parents=True, exist_ok=True)
-    os.chmod(tokens, 0o700)
-    token = _in_pool(
-        settings.runtime,
-        layout,
-        "condor_token_create",
-        "-identity",
-        settings.pilot_identity,
-        "-lifetime",
-        str(int(launch["token_lifetime_s"])),
-        *[arg for authz in remote_pool.PILOT_AUTHZ for arg in ("-authz", authz)],
-    ).strip()
-    _write_secret(tokens / "pilot", token + "\n")
+    try:
+        pilot_token.mint(layout, settings, int(launch["token_lifetime_s"]))
+    except RuntimeError as exc:
+        raise AgentError(str(exc)) from None
     Path(layout.pilot_config).write_text(remote_pool.pilot_config(settings))
     node = remote_pool.node_script(
         settings,
@@ -413,6 +404,10 @@ def status(
             else:
                 states = pilot_states(holder, batch, submitted)
             pilots = {k: str(v) for k, v in states.items()}
+            if holder is layout:  # a waiting pilot must find a token for its walltime
+                with contextlib.suppress(RuntimeError, RuntimeFailure, OSError):
+                    settings = settings_for(layout, launch)
+                    pilot_token.refresh_for_waiting(layout, settings, launch, pilots)
         except BatchError as exc:
             pilots = {"error": str(exc)}
     if masters is None:

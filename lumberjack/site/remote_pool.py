@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from lumberjack.site.batch import BatchSystem
+from lumberjack.site.job_container import job_container_lines
 from lumberjack.site.runtime import SYSTEM_RELEASE_LINES, ContainerRuntime, get_runtime
 
 #: Identity the pilots' token carries (`pilot@<trust domain>`).
@@ -293,6 +294,7 @@ PREEMPT = FALSE
 KILL = FALSE
 WANT_SUSPEND = FALSE
 WANT_VACATE = FALSE
+{job_container_lines(settings.runtime_name, settings.image)}
 # Idle: no claim for this long and the startd (and so the pilot) ends.
 STARTD_NOCLAIM_SHUTDOWN = {settings.idle_shutdown_s}
 RUNBENCHMARKS = 0

@@ -176,7 +176,9 @@ class Apptainer(ContainerRuntime):
     BINARY: ClassVar[str] = "apptainer"
 
     def prefix(self, config: str) -> list[str]:
-        bind_args = [f"--bind {shlex.quote(b)}" for b in _binds_of(self)]
+        # The image too, read-only: the startd runs each job in a nested container of it.
+        binds = [*_binds_of(self), f"{self.image}:{self.image}:ro"]
+        bind_args = [f"--bind {shlex.quote(b)}" for b in binds]
         return [
             self.BINARY, "-s", "exec", *bind_args, shlex.quote(self.image),
             "env", f"CONDOR_CONFIG={shlex.quote(config)}",

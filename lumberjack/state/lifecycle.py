@@ -40,6 +40,7 @@ from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.site.remote_pool import ExportLayout, lease_dir_name
 from lumberjack.site.runtime import release_names
 from lumberjack.state import phases
+from lumberjack.state.isolation_guard import check_isolation
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
 from lumberjack.transport.transfer import open_plain
@@ -54,8 +55,9 @@ FETCH_EXCLUDE = (
     "lumberjack-inputs/*", "local_univ_execute/*", ".schedd_*", "*.lock", "Accountant*",
     "spool_version", "schedd_daemon_history*", ".job_queue.log.*",
 )  # fmt: skip
-#: How long a pilot token stays valid beyond the walltime: time in the batch queue.
-TOKEN_QUEUE_ALLOWANCE_S = 3 * 24 * 3600
+#: How long a pilot token stays valid beyond the walltime (not days: a token taken from a
+#: node is worth little for long); a pilot still queued gets a fresh one (site/pilot_token).
+PILOT_TOKEN_MARGIN_S = 15 * 60
 #: Container runtimes the site agent can run the pool and the pilots with (podman-hpc:
 #: its commands are rendered from NERSC's documentation, see site/runtime.py).
 SUPPORTED_RUNTIMES = ("apptainer", "singularity", "podman-hpc", "none")
@@ -193,6 +195,8 @@ def _step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -> d
 def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Bundle and agent to the site; only missing or changed files move; verified."""
     check_phase(record, "ship")
+    if record.phase == Phase.EXPORTED:  # inputs must not land beside another owner's jobs
+        check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))
     layout = layout_of(record)
 
     # The bundle is the owner's: root reads it only as the owner (a file swapped for a
@@ -318,7 +322,7 @@ def pool_plan(
         "spec": asdict(spec),
         "address": profile.schedd.address,
         "port": profile.schedd.port,
-        "token_lifetime_s": request.walltime_s + TOKEN_QUEUE_ALLOWANCE_S,
+        "token_lifetime_s": request.walltime_s + PILOT_TOKEN_MARGIN_S,
         "idle_shutdown_s": request.idle_shutdown_s,
         "max_running_jobs": profile.schedd.max_running_jobs,
         "placement": profile.schedd.placement,
@@ -360,6 +364,8 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Start the remote pool on the shipped queue and submit the pilots."""
     check_phase(record, "launch")
     check_runtime(site.profile)
+    if record.phase == Phase.SHIPPED:  # a first launch; later rounds were allowed then
+        check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:

@@ -88,7 +88,8 @@ def done(access_point: testbed.Pool, site, tmp_path_factory) -> Journey:  # noqa
     journey = Journey(base, state)
     job_dir = make_job_dir(base)
     _root_tree(journey)
-    saved = {key: os.environ.get(key) for key in ("CONDOR_CONFIG", "LUMBERJACK_STATE_DIR")}
+    variables = ("CONDOR_CONFIG", "LUMBERJACK_STATE_DIR", "_CONDOR_SEC_TOKEN_DIRECTORY")
+    saved = {key: os.environ.get(key) for key in variables}
     try:
         # alice submits with her own credentials ...
         ordinary = submit(job_dir, 1)
@@ -98,7 +99,7 @@ def done(access_point: testbed.Pool, site, tmp_path_factory) -> Journey:  # noqa
                              log=str(base / "c.log"))  # fmt: skip
         # ... root runs lumberjack with root's (a queue superuser, as cron has)
         rootfs = testbed.rootfs_path()
-        os.environ["CONDOR_CONFIG"] = str(access_point.client_config_for(rootfs, "root"))
+        os.environ.update(access_point.client_env_as(rootfs, "root"))
         os.environ["LUMBERJACK_STATE_DIR"] = str(state)
         journey.results.update(job_dir=job_dir, clusters=(ordinary, remap, in_root_dir))
         journey.results["before"] = tree(job_dir)

@@ -52,7 +52,7 @@ def test_launch_plan_comes_from_the_recorded_request(ledger: Ledger) -> None:
     assert plan["pilots"] == 1
     assert plan["spec"]["nodes"] == 3 and plan["spec"]["cores_per_node"] == 2
     assert plan["spec"]["walltime_s"] == 1800
-    assert plan["token_lifetime_s"] == 1800 + lifecycle.TOKEN_QUEUE_ALLOWANCE_S
+    assert plan["token_lifetime_s"] == 1800 + lifecycle.PILOT_TOKEN_MARGIN_S
     assert plan["spec"]["node_command"] == "/home/hpcuser/lumberjack/calib/pilots/node.sh"
 
 

@@ -178,9 +178,12 @@ def test_node_script_reads_its_own_systems_variables(name: str) -> None:
 
 
 def test_start_is_tied_to_the_retire_time() -> None:
-    values = config_values(remote_pool.pilot_config(make_settings()))
+    values = config_values(remote_pool.pilot_config(make_settings(runtime_name="none")))
     assert values["LUMBERJACK_RETIRE_TIME"] == "$ENV(LJ_RETIRE_TIME)"
     assert values["START"] == "time() < LUMBERJACK_RETIRE_TIME"
+    # Apptainer: the same, and the job guard of the nested container (test_isolation.py).
+    contained = config_values(remote_pool.pilot_config(make_settings()))["START"]
+    assert contained.startswith("($(START)) && ")
     assert "LUMBERJACK_RETIRE_TIME" in values["STARTD_ATTRS"].split()
     script = remote_pool.node_script(
         make_settings(), batch=SLURM, cores=2, memory_mb=1000, walltime_s=3600, retire_s=300

@@ -63,7 +63,8 @@ def test_apptainer_wraps_a_command_as_before() -> None:
     runtime = Apptainer(root=ROOT, image="/images/site image.sif", binds=("/data",))
     wrapped = runtime.wrap(CONFIG, "condor_master", "-f")
     assert wrapped == (
-        f"apptainer -s exec --bind {ROOT} --bind /data '/images/site image.sif' "
+        f"apptainer -s exec --bind {ROOT} --bind /data "
+        "--bind '/images/site image.sif:/images/site image.sif:ro' '/images/site image.sif' "
         f"env CONDOR_CONFIG={CONFIG} condor_master -f"
     )
     singularity = Singularity(root=ROOT, image="/images/site image.sif", binds=("/data",))

@@ -1,0 +1,72 @@
+"""The pilots' token: an IDTOKEN for `pilot@<trust domain>` that may only read and
+advertise a startd and its master (remote_pool.PILOT_AUTHZ).
+
+It lives for the pilots' walltime and a short margin (launch["token_lifetime_s"], see
+state/lifecycle.py), not for days: a token taken from a compute node is worth little for
+long. A pilot may wait in the batch queue longer than that margin, so while one waits,
+every `status` (sync runs it each minute) mints a fresh token once half the margin has
+passed: the pilot that starts then finds a token valid for its whole walltime.
+
+Stdlib only: this module runs at the site, inside the agent's zipapp.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from lumberjack.site.remote_pool import PILOT_AUTHZ, ExportLayout, PoolSettings
+
+
+def token_file(layout: ExportLayout) -> Path:
+    return Path(layout.pilot_tokens, "pilot")
+
+
+def claims(token: str) -> dict[str, Any]:
+    """The JWT payload of an IDTOKEN (not verified: only its own issuer can)."""
+    payload = token.strip().split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def mint(layout: ExportLayout, settings: PoolSettings, lifetime_s: int) -> None:
+    """A new pilots' token in tokens.d (0700), written 0600 and moved into place whole."""
+    tokens = Path(layout.pilot_tokens)
+    tokens.mkdir(parents=True, exist_ok=True)
+    os.chmod(tokens, 0o700)
+    code, output = settings.runtime.run_in_pool(
+        layout.pool_config, "condor_token_create", "-identity", settings.pilot_identity,
+        "-lifetime", str(int(lifetime_s)),
+        *[arg for authz in PILOT_AUTHZ for arg in ("-authz", authz)],
+    )  # fmt: skip
+    lines = output.strip().splitlines()
+    if code != 0 or not lines:
+        raise RuntimeError(f"condor_token_create failed: {lines[-1] if lines else 'no output'}")
+    partial = tokens / ".pilot.new"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(lines[-1] + "\n")
+    os.replace(partial, token_file(layout))
+
+
+def stale(layout: ExportLayout, launch: dict, now: float | None = None) -> bool:
+    """Whether a waiting pilot would start with less than its walltime left on the token."""
+    margin = int(launch["token_lifetime_s"]) - int(launch["spec"]["walltime_s"])
+    try:
+        issued = claims(token_file(layout).read_text())["iat"]
+    except (OSError, ValueError, KeyError, IndexError):
+        return True
+    return (now or time.time()) - issued > margin / 2
+
+
+def refresh_for_waiting(
+    layout: ExportLayout, settings: PoolSettings, launch: dict, states: dict[str, str]
+) -> bool:
+    """Mint a fresh token when a pilot still waits in the queue and the token is stale."""
+    if "queued" not in states.values() or not stale(layout, launch):
+        return False
+    mint(layout, settings, int(launch["token_lifetime_s"]))
+    return True

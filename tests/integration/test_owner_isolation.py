@@ -1,0 +1,247 @@
+"""Two local owners at one site account: alice and bob export to the testbed site at the
+same time, and bob's job goes after alice's export with everything the site account
+could reach: her export directory and inputs, her pool's signing key, the pilots' token,
+her job's spool directory (a file written there would come home as hers), other
+processes' roots. Every attempt must fail, from inside bob's job; alice's outputs come
+back whole and exactly hers. And the pilots' token lives for the walltime and a short
+margin, read from the token itself."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import uuid
+from pathlib import Path
+
+import pytest
+import testbed
+from journey import (
+    SITE_BASE,
+    as_submitter,
+    expected_outputs,
+    last_json,
+    lumberjack,
+    make_job_dir,
+    site_path,
+    site_run,
+    submit,
+    submit_as,
+    tree,
+    wait_finished,
+)
+
+from lumberjack.profiles.sites import find_profile
+from lumberjack.state import lifecycle
+
+pytestmark = pytest.mark.integration
+
+#: Bob's job: $1 is alice's export directory at the site, $2 her cluster. One line per
+#: attempt, LEAK when it worked; the last line says the probe ran to its end.
+PROBE = r"""#!/bin/sh
+victim=$1
+spooldir="$victim/spool/$2/0/cluster$2.proc0.subproc0"
+echo "probe in $(pwd) as $(id -u)"
+for d in "$victim" "$victim/bundle" "$victim/spool" "$victim/pool/local/passwords.d" \
+         "$victim/pilots/tokens.d" "$spooldir"; do
+    if ls "$d" >/dev/null 2>&1; then echo "LEAK list $d"; else echo "denied list $d"; fi
+done
+# HTCondor binds the job's own sandbox at its path too: the base directory may exist
+# in the container, holding nothing but the way to this job's sandbox.
+if [ -e "$victim" ]; then echo "LEAK exists $victim"; else echo "denied exists $victim"; fi
+for f in "$victim/pool/local/passwords.d/POOL" "$victim/pilots/tokens.d/pilot" \
+         "$victim/pool/condor_config" "$victim/launch.json"; do
+    if cat "$f" >/dev/null 2>&1; then echo "LEAK read $f"; else echo "denied read $f"; fi
+done
+skip='( -path /proc -o -path /sys -o -path /dev ) -prune -o'
+# shellcheck disable=SC2086
+found=$(find / $skip -name 'in put.txt' -print 2>/dev/null | while read -r f; do
+    grep -l "alice's secret input" "$f"; done | head -n 3)
+if [ -n "$found" ]; then echo "LEAK inputs $found"; else echo "denied inputs"; fi
+# shellcheck disable=SC2086
+found=$(find / $skip -name POOL -path '*passwords.d*' -print 2>/dev/null | head -n 3)
+if [ -n "$found" ]; then echo "LEAK keys $found"; else echo "denied keys"; fi
+if (echo "written by bob" > "$spooldir/result.txt") 2>/dev/null; then
+    echo "LEAK wrote $spooldir/result.txt"
+else
+    echo "denied write $spooldir"
+fi
+for p in /proc/[0-9]*; do
+    if cat "$p/root$victim/pool/local/passwords.d/POOL" >/dev/null 2>&1; then
+        echo "LEAK key via $p/root"
+    fi
+done
+echo "processes seen: $(find /proc -maxdepth 1 -name '[0-9]*' | wc -l)"
+env | grep -E 'SEC_TOKEN|CONDOR_CONFIG|passwords\.d|tokens\.d' | sed 's/^/LEAK env /'
+echo "bob's own result" > bob.txt
+echo "probe done"
+"""
+
+
+SECRETS = ("pool/local/passwords.d/POOL", "pilots/tokens.d/pilot")
+
+
+def with_pilot_token(remote_dir: str, command: str) -> tuple[int, str]:
+    """`command` in the site image with export remote_dir's pilot config and token only."""
+    image = find_profile("testbed").container.image
+    node = "LJ_NODE_DIR=/tmp LJ_NODE_ID=intruder LJ_CPUS=1 LJ_MEMORY_MB=64 LJ_PILOT_ID=0"
+    out = site_run(
+        f"apptainer -s exec --bind {remote_dir} {image} env "
+        f"CONDOR_CONFIG={remote_dir}/pilots/condor_config {node} LJ_RETIRE_TIME=0 "
+        f'_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=IDTOKENS {command} 2>&1; echo "exit=$?"',
+        check=False,
+    )
+    body, _, code = out.rstrip().rpartition("exit=")
+    return int(code), body.strip()
+
+
+def collector_of(remote_dir: str) -> str:
+    state = json.loads(site_path(remote_dir).joinpath("pool", "state.json").read_text())
+    return f"{state['address']}:{state['port']}"
+
+
+def invalidate_with(holder: str, target: str) -> tuple[int, str]:
+    """INVALIDATE_STARTD_ADS for every slot of target's pool, with holder's pilot token."""
+    ad = f"{holder}/pilots/invalidate.ad"
+    site_run(
+        f'printf \'MyType = "Query"\\nTargetType = "Machine"\\nRequirements = true\\n\' > {ad}'
+    )
+    return with_pilot_token(
+        holder, f"condor_advertise -tcp -pool {collector_of(target)} INVALIDATE_STARTD_ADS {ad}"
+    )
+
+
+def startds_of(remote_dir: str) -> list[str]:
+    code, names = with_pilot_token(
+        remote_dir, f"condor_status -pool {collector_of(remote_dir)} -startd -af Name"
+    )
+    assert code == 0, names
+    return names.split()
+
+
+def claims_of(token_path: Path) -> dict:
+    payload = token_path.read_text().strip().split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, at_site) -> None:
+    alice_dir = make_job_dir(workspace, "alice")
+    (alice_dir / "in put.txt").write_text("alice's secret input\n")
+    bob_home = workspace / "bob"
+    bob_home.mkdir()
+    bob_dir = make_job_dir(bob_home, "job", uid=testbed.OTHER_SUBMITTER_UID)
+    (bob_dir / "probe.sh").write_text(PROBE)
+    (bob_dir / "probe.sh").chmod(0o755)
+    for path in (bob_home, bob_dir / "probe.sh"):
+        os.chown(path, testbed.OTHER_SUBMITTER_UID, testbed.OTHER_SUBMITTER_UID)
+
+    tag = uuid.uuid4().hex[:6]
+    alice_name, bob_name = f"iso-alice-{tag}", f"iso-bob-{tag}"
+    at_site.extend([alice_name, bob_name])
+    victim = f"{SITE_BASE}/{alice_name}"
+    request = ("--site", "testbed", "--nodes", "1", "--cores", "1", "--walltime", "20m")
+
+    # alice: one job that runs long enough for bob's to run beside it.
+    alice_cluster = submit(alice_dir, 1, arguments="$(Process) 0 100")
+    exported = last_json(
+        lumberjack("export", "--ids", str(alice_cluster), *request, "--name", alice_name,
+                   "--json")
+    )  # fmt: skip
+    assert exported["remote_dir"] == victim
+    lumberjack("ship", alice_name)
+    lumberjack("launch", alice_name)
+
+    bob_cluster = submit_as(
+        testbed.OTHER_SUBMITTER, bob_dir, 1, executable=str(bob_dir / "probe.sh"),
+        arguments=f"{victim} {alice_cluster}", transfer_output_files="bob.txt",
+        transfer_output_remaps='""',
+    )  # fmt: skip
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("export", "--ids", str(bob_cluster), *request, "--name", bob_name)
+        lumberjack("ship", bob_name)
+        lumberjack("launch", bob_name)
+        wait_finished(bob_name, timeout=300)
+        # alice's job ran beside bob's (it sleeps 100 s).
+        print("alice:", last_json(lumberjack("status", alice_name, "--json"))["jobs"])
+        # alice's pilots' token means nothing to bob's pool: it cannot invalidate its slots.
+        invalidated = invalidate_with(victim, f"{SITE_BASE}/{bob_name}")
+        print("invalidate with alice's token:", invalidated)
+        bob_startds = startds_of(f"{SITE_BASE}/{bob_name}")
+        lumberjack("fetch", bob_name)
+        bob_imported = last_json(lumberjack("import", bob_name, "--json"))
+    probe = (bob_dir / "out.0").read_text()
+    print(probe)
+
+    root = site_path(victim)
+    modes = {s: stat.S_IMODE((root / s).stat().st_mode) for s in SECRETS}
+    claims = claims_of(root / "pilots" / "tokens.d" / "pilot")
+    final = wait_finished(alice_name, timeout=300)
+    lumberjack("fetch", alice_name)
+    alice_imported = last_json(lumberjack("import", alice_name, "--json"))
+
+    # Bob's job ran to its end, and every attempt failed.
+    assert bob_imported["completed"] == 1, bob_imported
+    assert probe.rstrip().endswith("probe done"), probe
+    assert (bob_dir / "bob.txt").read_text() == "bob's own result\n"
+    assert [line for line in probe.splitlines() if "LEAK" in line] == []
+    assert probe.count("denied") >= 14, probe
+    assert int(probe.split("processes seen: ")[1].split()[0]) < 10, probe  # its own PIDs
+    assert invalidated[0] != 0, invalidated
+    assert bob_startds, "bob's startd lost its ad"
+
+    # The pool's secrets are the site account's alone; the pilots' token lives for the
+    # walltime and a short margin, not days.
+    assert modes == {s: 0o600 for s in SECRETS}
+    assert claims["exp"] - claims["iat"] == 20 * 60 + lifecycle.PILOT_TOKEN_MARGIN_S
+    assert lifecycle.PILOT_TOKEN_MARGIN_S <= 3600
+
+    # alice's outputs: whole, exactly hers, nothing of bob's.
+    assert final["jobs"] == {"completed": 1}
+    assert alice_imported["completed"] == 1, alice_imported
+    expected = expected_outputs(alice_dir, range(1))
+    assert {k: v for k, v in tree(alice_dir).items() if k in expected} == expected
+    assert b"written by bob" not in b"".join(tree(alice_dir).values())
+    for path in alice_dir.rglob("*"):
+        assert path.stat().st_uid == testbed.SUBMITTER_UID, path
+    for name in (alice_name, bob_name):
+        lumberjack("cleanup", name)
+
+
+def test_no_container_means_one_owner_at_a_time(workspace: Path, state_dir: Path, at_site) -> None:
+    """testbed-nocontainer runs jobs beside the startd, as the site account: while one of
+    alice's exports is at the site, bob's is not shipped, and hers is not launched while
+    his is, unless the operator says the account is shared (--shared-account)."""
+    alice_dir = make_job_dir(workspace, "alice")
+    bob_home = workspace / "bob"
+    bob_home.mkdir()
+    os.chown(bob_home, testbed.OTHER_SUBMITTER_UID, testbed.OTHER_SUBMITTER_UID)
+    bob_dir = make_job_dir(bob_home, "job", uid=testbed.OTHER_SUBMITTER_UID)
+    tag = uuid.uuid4().hex[:6]
+    alice_name, bob_name = f"one-alice-{tag}", f"one-bob-{tag}"
+    at_site.extend([alice_name, bob_name])
+    request = ("--site", "testbed-nocontainer", "--nodes", "1", "--walltime", "10m")
+
+    alice_cluster = submit(alice_dir, 1)
+    lumberjack("export", "--ids", str(alice_cluster), *request, "--name", alice_name)
+    lumberjack("ship", alice_name)
+    bob_cluster = submit_as(testbed.OTHER_SUBMITTER, bob_dir, 1)
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("export", "--ids", str(bob_cluster), *request, "--name", bob_name)
+        refused = lumberjack("ship", bob_name, check=False)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        message = refused.stderr.strip()
+        assert len(message.splitlines()) == 1, message
+        assert f"export {alice_name} of alice is there (shipped)" in message
+        assert "shared_account" in message
+        # The operator says the account is shared on purpose: bob's bundle goes.
+        lumberjack("ship", bob_name, "--shared-account")
+    # alice said no such thing: her launch beside bob's shipped export is refused.
+    refused = lumberjack("launch", alice_name, check=False)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"export {bob_name} of bob is there (shipped)" in refused.stderr
+    check = last_json(lumberjack("sites", "check", "testbed-nocontainer", "--json"))
+    assert check["isolation"] == "one-owner"
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("unexport", bob_name)
+    lumberjack("unexport", alice_name)
