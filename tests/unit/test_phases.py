@@ -61,3 +61,26 @@ def test_check_names_the_phases_a_step_needs() -> None:
 
 def test_a_phase_prints_as_its_word() -> None:
     assert f"{Phase.RUNNING:9}|" == "running  |" and str(Phase.RUNNING) == "running"
+
+
+def test_from_every_phase_the_jobs_come_back_unrun_and_everything_is_cleaned() -> None:
+    """Whatever the site returned (or did not), a person can hand the jobs back and
+    clean site and bundle with the ways out alone, never import."""
+    ways_out = {"unexport", "unexport --discard", "rollback", "cleanup", "cleanup --site"}
+    home = {Phase.UNEXPORTED, Phase.FAILED, Phase.IMPORTED}  # the local schedd has the jobs
+
+    def reaches_clean(start: Phase) -> bool:
+        seen, todo = {start}, [(start, start in home)]
+        while todo:
+            phase, jobs_home = todo.pop()
+            if phase is Phase.CLEANED and jobs_home:
+                return True
+            for move in phases.TABLE:
+                if move.start is phase and move.step in ways_out:
+                    if move.end not in seen:
+                        seen.add(move.end)
+                        todo.append((move.end, jobs_home or move.end in home))
+        return False
+
+    stuck = [p for p in Phase if p is not Phase.CLEANED and not reaches_clean(p)]
+    assert stuck == []
