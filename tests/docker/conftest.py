@@ -45,6 +45,8 @@ def tier(
         work = base / f"{tmp_path_factory.mktemp('docker').name}-{os.getpid()}"
         work.mkdir(mode=0o755)
         os.chown(work, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
+        (work / "fs-auth").mkdir(mode=0o1777)  # FS_LOCAL_DIR of the access point (compose)
+        os.chmod(work / "fs-auth", 0o1777)
         mini_spool = work / "mini-spool"
         mini_spool.mkdir()
         variables = {
