@@ -349,6 +349,7 @@ def plan_import(
     sent_bytes, sent_records = _log_size(sent)
     with acting_as(reader):
         returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
+        returned_at = os.stat(spool / QUEUE_LOG).st_mtime
     merge = merge_queue(returned, sent, path_map, list(manifest.jobs), consume=True)
     del returned, sent
 
@@ -370,6 +371,7 @@ def plan_import(
                 )
             placements = plan_outputs(paths, present, paths.transfer_output)
             plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
+            plan.returned_at = returned_at
             if any(p.kind == "userlog" for p in placements):
                 data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
                 plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)

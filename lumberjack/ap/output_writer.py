@@ -46,6 +46,8 @@ class JobPlan:
     job_dir: Path
     status: JobStatus | None
     events: userlog.Events | None = None
+    #: when the site's results came back (a hold event's date: the same on every rerun)
+    returned_at: float = 0.0
 
 
 @dataclass
@@ -84,14 +86,18 @@ def place_job(
                 if p.kind != "userlog":
                     sources[p.source] = safe_write.open_returned(str(plan.job_dir / p.source))
         logs: list[tuple[int, Placement]] = []
+        held: CannotPlace | None = None
         try:
             with acting_as(owner):
-                for p in plan.placements:
-                    _check_destination(p, owner_name)
                 for p in plan.placements:  # opened (and checked) before anything is written
                     if p.kind == "userlog":
                         logs.append((_open_user_log(Path(p.dest), owner_name), p))
-                for p in plan.placements:
+                try:
+                    for p in plan.placements:
+                        _check_destination(p, owner_name)
+                except CannotPlace as exc:
+                    held = exc
+                for p in plan.placements if held is None else ():
                     if p.kind == "userlog":
                         continue
                     fd, st = sources[p.source]
@@ -99,6 +105,9 @@ def place_job(
                     done.files += 1
                     done.bytes += st.st_size
             # The event journal is root's: appended through the descriptor the owner opened.
+            if held is not None:
+                _log_hold(plan, state_dir, logs, held)
+                raise held
             for fd, p in logs:
                 assert plan.events is not None
                 journal = userlog.journal_path(state_dir, plan.paths.job_id, p.dest)
@@ -114,6 +123,19 @@ def place_job(
         for fd, _ in sources.values():
             os.close(fd)
     return done
+
+
+def _log_hold(
+    plan: JobPlan, state_dir: Path, logs: list[tuple[int, Placement]], exc: CannotPlace
+) -> None:
+    """The user log learns that the job is held, and why, as from HTCondor itself."""
+    if plan.events is None:
+        return
+    data = userlog.held_events(plan.events, plan.paths.cluster, plan.paths.proc, exc.reason,
+                               HOLD_TRANSFER_OUTPUT, exc.errno, plan.returned_at)  # fmt: skip
+    for fd, p in logs:
+        journal = userlog.journal_path(state_dir, plan.paths.job_id, f"held:{p.dest}")
+        userlog.append_once(fd, data, journal)
 
 
 def _check_destination(p: Placement, owner_name: str) -> None:

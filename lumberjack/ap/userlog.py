@@ -25,6 +25,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,6 +138,19 @@ def _reject(
     if needed is not None and status is not needed:
         return "contradicts the job's status"
     return None
+
+
+def held_events(
+    events: Events, cluster: int, proc: int, reason: str, code: int, sub: int, when: float
+) -> bytes:
+    """What the user log gets for a job import holds: its events without a terminate
+    (the job did not complete here), then the hold event HTCondor writes (012) dated
+    `when`."""
+    kept = filter_events(events.data, cluster, proc, JobStatus.HELD).data
+    date = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    text = reason.replace("\n", " ")
+    hold = f"012 ({cluster:03d}.{proc:03d}.000) {date} Job was held.\n\t{text}\n"
+    return kept + (hold + f"\tCode {code} Subcode {sub}\n...\n").encode("utf-8", "replace")
 
 
 # ------------------------------------------------------------------- appending once

@@ -158,6 +158,12 @@ def test_a_remap_into_a_root_directory_holds_the_job_and_writes_nothing(done: Jo
     assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o644)
     assert sorted(p.name for p in done.root_dir.iterdir()) == ["job", "victim.conf"]
     assert f"{remap}.0" in done.results["import"]["held"]
+    # ... and its user log says so, as HTCondor's would (DAGMan reads it)
+    log = (done.results["job_dir"] / "job.log").read_text()
+    held = f"{remap:03d}.000.000"
+    assert f") {ad['HoldReason']}" not in log  # the reason is on its own line
+    assert f"\t{ad['HoldReason']}\n\tCode 12 Subcode 13\n" in log
+    assert f"012 ({held})" in log and f"005 ({held})" not in log
 
 
 def test_an_initialdir_in_a_root_directory_holds_the_job(done: Journey) -> None:

@@ -14,6 +14,7 @@ import re
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -690,3 +691,29 @@ def test_an_unprivileged_owner_imports_and_another_user_cannot(world: World) -> 
     assert _as_account(OWNER, run) == "ok"
     assert (world.iwd / "out.0").read_text() == "out 0\n"
     assert (world.iwd / "out.0").stat().st_uid == IDS[0]
+
+
+@needs_root
+def test_a_held_job_says_so_in_its_user_log_once(world: World) -> None:
+    root_dir = world.tmp / "rootdir"  # root's, 0755: the owner may not write in it
+    root_dir.mkdir()
+    data = json.loads((world.bundle / MANIFEST).read_text())
+    data["path_map"]["jobs"]["7.0"]["out"] = str(root_dir / "o.0")
+    (world.bundle / MANIFEST).write_text(json.dumps(data))
+    report = world.run()
+    reason = f"cannot write {root_dir}/o.0 as {OWNER}: Permission denied"
+    assert report.held == {"7.0": reason}
+    log = (world.iwd / "job.log").read_bytes()
+    start = event(0, "007.000", "Job submitted") + event(1, "007.000")
+    assert log.startswith(start) and b"Job terminated" not in log
+    assert re.fullmatch(
+        rb"012 \(007\.000\.000\) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d Job was held\.\n"
+        + b"\t"
+        + reason.encode()
+        + b"\n\tCode 12 Subcode 13\n\\.\\.\\.\n",
+        log[len(start) :],
+    ), log
+    assert list(root_dir.iterdir()) == []
+    time.sleep(1.1)  # a rerun after a crash, later: the same returned queue, told once
+    importer.run_import(None, world.bundle, world.returned, work_dir=world.work)
+    assert (world.iwd / "job.log").read_bytes() == log
