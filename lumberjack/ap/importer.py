@@ -14,7 +14,6 @@ twice, no job merged twice (the schedd only merges jobs still managed externally
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import posixpath
 import stat
@@ -40,6 +39,7 @@ from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrit
 from lumberjack.ap.placement import check_safe_relative, plan_outputs
 from lumberjack.ap.schedd import LocalSchedd, import_as_owner
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.classad_text import quote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
@@ -524,7 +524,8 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
     """The job comes home held, as HTCondor holds a job whose output it cannot write."""
     ad = merge.ads[job_id]
     ad.set("JobStatus", str(int(JobStatus.HELD)))
-    ad.set("HoldReason", json.dumps(exc.reason))
+    text = "".join("?" if c in "\n\r\x00" else c for c in exc.reason)  # one ClassAd line
+    ad.set("HoldReason", quote_string(text))
     ad.set("HoldReasonCode", str(HOLD_TRANSFER_OUTPUT))
     ad.set("HoldReasonSubCode", str(exc.errno))
     ad.set("EnteredCurrentStatus", str(int(time.time())))
