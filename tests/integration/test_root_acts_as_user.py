@@ -15,6 +15,7 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,22 @@ def _plant(journey: Journey, bundle: Path) -> None:
     chown_tree(returned)
 
 
+def as_root(env: dict[str, str], *args: str, check: bool = True):  # noqa: ANN201
+    """The CLI as a facility's cron runs it: root, with root's credentials at the schedd.
+    Only in its own process: this one stays alice's (a process keeps the security
+    session it opened with the schedd, whoever a later call names)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "lumberjack", *args], capture_output=True,
+                            text=True, env={**os.environ, **env})  # fmt: skip
+    if check:
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+    return result
+
+
 @pytest.fixture(scope="module")
-def done(access_point: testbed.Pool, site, tmp_path_factory) -> Journey:  # noqa: ANN001
+def done(access_point: testbed.Pool, site) -> Iterator[Journey]:  # noqa: ANN001
     base = testbed.testbed_dir() / "work" / f"rootacts-{os.getpid()}"
     base.mkdir(parents=True, mode=0o755)
     os.chown(base, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
@@ -88,52 +103,40 @@ def done(access_point: testbed.Pool, site, tmp_path_factory) -> Journey:  # noqa
     journey = Journey(base, state)
     job_dir = make_job_dir(base)
     _root_tree(journey)
-    variables = ("CONDOR_CONFIG", "LUMBERJACK_STATE_DIR", "_CONDOR_SEC_TOKEN_DIRECTORY")
-    saved = {key: os.environ.get(key) for key in variables}
+    # alice submits with her own credentials ...
+    ordinary = submit(job_dir, 1)
+    remap = submit(job_dir, 1, transfer_output_remaps=f'"renamed.txt = {journey.victim}"')
+    in_root_dir = submit(job_dir, 1, initialdir=str(journey.root_dir / "job"),
+                         executable=str(journey.root_dir / "job" / "run.sh"),
+                         log=str(base / "c.log"))  # fmt: skip
+    # ... root runs lumberjack with root's own (a queue superuser, as cron has)
+    env = {**access_point.client_env_as(testbed.rootfs_path(), "root"),
+           "LUMBERJACK_STATE_DIR": str(state)}  # fmt: skip
+    journey.results.update(job_dir=job_dir, clusters=(ordinary, remap, in_root_dir))
+    journey.results["before"] = tree(job_dir)
     try:
-        # alice submits with her own credentials ...
-        ordinary = submit(job_dir, 1)
-        remap = submit(job_dir, 1, transfer_output_remaps=f'"renamed.txt = {journey.victim}"')
-        in_root_dir = submit(job_dir, 1, initialdir=str(journey.root_dir / "job"),
-                             executable=str(journey.root_dir / "job" / "run.sh"),
-                             log=str(base / "c.log"))  # fmt: skip
-        # ... root runs lumberjack with root's (a queue superuser, as cron has)
-        rootfs = testbed.rootfs_path()
-        os.environ.update(access_point.client_env_as(rootfs, "root"))
-        os.environ["LUMBERJACK_STATE_DIR"] = str(state)
-        journey.results.update(job_dir=job_dir, clusters=(ordinary, remap, in_root_dir))
-        journey.results["before"] = tree(job_dir)
-        lumberjack("export", "--ids", str(ordinary), str(remap), str(in_root_dir),
-                   "--site", "testbed", "--name", journey.name, "--walltime", "20m")  # fmt: skip
+        as_root(env, "export", "--ids", str(ordinary), str(remap), str(in_root_dir),
+                "--site", "testbed", "--name", journey.name, "--walltime", "20m")  # fmt: skip
         _plant(journey, state / "bundles" / journey.name)
         deadline = time.monotonic() + 420
         while True:
-            entry = last_json(lumberjack("exports", "--json"))["exports"][0]
+            entry = last_json(as_root(env, "exports", "--json"))["exports"][0]
             if entry["phase"] == "imported":
                 break
             assert entry["phase"] not in ("failed", "unexported"), entry
             assert time.monotonic() < deadline, entry
-            result = lumberjack("sync", "--name", journey.name, "--json", check=False)
-            journey.results.setdefault("syncs", []).append(result.stdout + result.stderr)
+            as_root(env, "sync", "--name", journey.name, "--json", check=False)
             time.sleep(2)
-        journey.results["import"] = last_json(lumberjack("import", journey.name, "--json"))
+        journey.results["import"] = last_json(as_root(env, "import", journey.name, "--json"))
         yield journey
     finally:
-        lumberjack("cleanup", journey.name, check=False)
+        as_root(env, "cleanup", journey.name, check=False)
         from journey import stop_at_site
 
         stop_at_site(journey.name, f"{SITE_BASE}/{journey.name}")
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _held(cluster: int) -> dict:
-    import htcondor2
-
-    htcondor2.reload_config()
     ads = query(f"ClusterId == {cluster}", ["JobStatus", "HoldReason", "HoldReasonCode"])
     assert len(ads) == 1, ads
     return ads[0]
