@@ -52,6 +52,7 @@ def tier(
         variables = {
             image.IMAGE_VARIABLE: name,
             "LUMBERJACK_DOCKER_WORK": str(work),
+            "LUMBERJACK_DOCKER_STATE": str(testbed.root_state_dir(work.name)),
             "LUMBERJACK_MINI_SPOOL": str(mini_spool),
         }
         saved = {key: os.environ.get(key) for key in variables}
