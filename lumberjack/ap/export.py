@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import pwd
 import re
 import shutil
 import stat
@@ -24,6 +23,7 @@ from typing import Any
 from lumberjack import __version__
 from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
+from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
@@ -191,14 +191,6 @@ def runtimes_s(jobs: list[dict]) -> list[int]:
     return found
 
 
-def owner_ids(owner: str) -> tuple[int, int] | None:
-    try:
-        entry = pwd.getpwnam(owner)
-    except KeyError:
-        return None
-    return entry.pw_uid, entry.pw_gid
-
-
 def prepare_owned_dir(path: Path, owner: str) -> None:
     """An empty directory the job owner can write (the schedd acts as the owner) and
     nobody else can read (0700)."""
@@ -211,9 +203,9 @@ def prepare_owned_dir(path: Path, owner: str) -> None:
     if not os.access(path, os.W_OK):
         raise BadInput(f"export directory {path} is not writable")
     os.chmod(path, 0o700)
-    ids = owner_ids(owner)
-    if os.geteuid() == 0 and ids is not None:
-        os.chown(path, *ids)
+    found = owner_of(owner)
+    if found is not None:
+        os.chown(path, found.uid, found.gid)
 
 
 def plan_export(
@@ -472,8 +464,6 @@ def copy_inputs(
 def remove_bundle(bundle_dir: Path, owner: str | None = None) -> None:
     """Remove a bundle: its contents as the owner (whose files they are), then the
     directory itself, which may sit in a directory only root can write."""
-    from lumberjack.ap.identity import acting_as, owner_of
-
     try:
         with acting_as(owner_of(owner) if owner else None):
             shutil.rmtree(bundle_dir, ignore_errors=True)

@@ -57,18 +57,18 @@ def _empty(dir_fd: int) -> None:
     """Remove everything inside the open directory, never following a link."""
     for _root, dirs, files, root_fd in os.fwalk(".", topdown=False, dir_fd=dir_fd):
         for entry in files:
-            _quietly(os.unlink, entry, root_fd)
+            _unlink_quietly(entry, root_fd)
         for entry in dirs:
             try:
                 os.rmdir(entry, dir_fd=root_fd)
             except NotADirectoryError:  # a link to a directory is listed with dirs
-                _quietly(os.unlink, entry, root_fd)
+                _unlink_quietly(entry, root_fd)
             except OSError:
                 pass
 
 
-def _quietly(remove, entry: str, dir_fd: int) -> None:  # noqa: ANN001
+def _unlink_quietly(entry: str, dir_fd: int) -> None:
     try:
-        remove(entry, dir_fd=dir_fd)
+        os.unlink(entry, dir_fd=dir_fd)
     except OSError:
         pass

@@ -43,19 +43,7 @@ from lumberjack.core.classad_text import quote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
-
-# The caps live with fetch's (core.returns); their names stay importable from here.
-from lumberjack.core.returns import (  # noqa: F401
-    DEFAULT_MAX_JOB_BYTES,
-    DEFAULT_MAX_JOB_FILES,
-    DEFAULT_MAX_TOTAL_BYTES,
-    MAX_JOB_BYTES_ENV,
-    MAX_JOB_FILES_ENV,
-    MAX_TOTAL_BYTES_ENV,
-    NAME_MAX,
-    PATH_MAX,
-    Limits,
-)
+from lumberjack.core.returns import NAME_MAX, PATH_MAX, Limits
 from lumberjack.errors import BadInput
 
 #: A returned queue may grow this much over the one sent (status, results, history).

@@ -16,6 +16,7 @@ from typing import Any
 
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError
+from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.lifecycle import Site, _step, check_phase, layout_of
 from lumberjack.state.phases import Phase
@@ -57,19 +58,19 @@ def _stop_pool(site: Site | None, record: ExportRecord, force: bool) -> dict[str
         if site is None:
             raise RemoteError(f"no connection to site {record.site}")
         layout = layout_of(record)
-        if not site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False).ok:
+        if not _agent_there(site, layout):
             return {"stop": "nothing of the export at the site"}
         return {"stop": site.agent(layout, "stop")}
     except (LumberjackError, LinkLost) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = _first_line(exc)
         if force:
             return {"left": f"the remote pool at site {record.site} was not stopped ({reason}); "
                             "its jobs may still run there until its pilots end"}  # fmt: skip
-        error = LoginNeeded if isinstance(exc, LoginNeeded) else RemoteError
-        raise error(
+        raise _unreachable(
+            exc,
             f"{record.name}: cannot stop its remote pool at site {record.site} ({reason}), "
             "so its jobs may still run there; run this again once the site answers, or "
-            "add --force to hand them back anyway (a job may then run there and here)"
+            "add --force to hand them back anyway (a job may then run there and here)",
         ) from exc
 
 
@@ -124,8 +125,7 @@ def _remove_at_site(site: Site, record: ExportRecord, force: bool) -> dict[str, 
     layout = layout_of(record)
     result: dict[str, Any] = {}
     try:
-        probe = site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False)
-        if probe.exited == 0:
+        if _agent_there(site, layout):
             result["stop"] = site.agent(layout, "stop")
             crash_point("cleanup.after-stop")
             result["remote"] = site.agent(layout, "remove")
@@ -133,13 +133,27 @@ def _remove_at_site(site: Site, record: ExportRecord, force: bool) -> dict[str, 
         else:
             result["remote"] = {"removed": False, "reason": "nothing at the site"}
     except (LumberjackError, LinkLost) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = _first_line(exc)
         if not force:
-            error = LoginNeeded if isinstance(exc, LoginNeeded) else RemoteError
-            raise error(
+            raise _unreachable(
+                exc,
                 f"{record.name}: cannot remove {layout.root} at site {record.site} "
                 f"({reason}); run cleanup again once the site answers, or add --force to "
-                "remove the local bundle and leave that directory"
+                "remove the local bundle and leave that directory",
             ) from exc
         result["left"] = f"{layout.root} at site {record.site} ({reason})"
     return result
+
+
+def _agent_there(site: Site, layout: ExportLayout) -> bool:
+    """Whether the export's agent (and so anything of it) is at the site."""
+    return site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False).exited == 0
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _unreachable(exc: BaseException, message: str) -> LumberjackError:
+    """The refusal when the site did not answer: a login to renew stays that kind."""
+    return LoginNeeded(message) if isinstance(exc, LoginNeeded) else RemoteError(message)

@@ -24,6 +24,7 @@ from lumberjack.ap import importer, output_writer, results, userlog
 from lumberjack.ap.bundle import MANIFEST
 from lumberjack.ap.export import Plan, write_bundle
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import returns
 from lumberjack.errors import BadInput
 
 CLUSTER = 7
@@ -392,29 +393,29 @@ def test_device_is_refused(world: World) -> None:
 def test_file_far_larger_than_the_job_could_write_is_refused(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(importer.MAX_JOB_BYTES_ENV, "1000")
+    monkeypatch.setenv(returns.MAX_JOB_BYTES_ENV, "1000")
     with open(world.job_dir(0) / "huge", "wb") as f:
         f.truncate(10_000)  # sparse: large on paper, cheap on disk
     refused(world, "exceed 1000 bytes")
 
 
 def test_total_size_cap(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(importer.MAX_TOTAL_BYTES_ENV, "10")
+    monkeypatch.setenv(returns.MAX_TOTAL_BYTES_ENV, "10")
     (world.job_dir(1) / "big").write_bytes(b"x" * 8)
     refused(world, "in total")
 
 
 def test_too_many_files_cap(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(importer.MAX_JOB_FILES_ENV, "3")
+    monkeypatch.setenv(returns.MAX_JOB_FILES_ENV, "3")
     for i in range(5):
         (world.job_dir(0) / f"f{i}").write_text("x")
     refused(world, "more than 3 returned files")
 
 
 def test_bad_cap_setting_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(importer.MAX_JOB_BYTES_ENV, "lots")
+    monkeypatch.setenv(returns.MAX_JOB_BYTES_ENV, "lots")
     with pytest.raises(BadInput, match="not a number"):
-        importer.Limits.from_env(BadInput)
+        returns.Limits.from_env(BadInput)
 
 
 def test_setuid_bit_from_the_site_is_not_kept(world: World) -> None:

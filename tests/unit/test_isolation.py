@@ -10,6 +10,7 @@ from pathlib import Path
 
 import classad2
 import pytest
+from conftest import load_fixture_module
 
 from lumberjack.errors import BadInput
 from lumberjack.profiles import isolation
@@ -30,14 +31,7 @@ def settings(runtime: str = "apptainer") -> PoolSettings:
     )  # fmt: skip
 
 
-def values(text: str) -> dict[str, str]:
-    found = {}
-    for line in text.splitlines():
-        if line.startswith("#") or "=" not in line:
-            continue
-        name, _, value = line.partition("=")
-        found[name.strip()] = value.strip()
-    return found
+values = load_fixture_module("condor_config").config_values  # rendered configs, read
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "singularity"])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import load_fixture_module
 
 import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
 import lumberjack.cli.lease_cmd  # noqa: F401
@@ -212,14 +213,7 @@ def test_every_lease_command_has_examples(command: str) -> None:
 # ---- configs -------------------------------------------------------------------------
 
 
-def config_values(text: str) -> dict[str, str]:
-    values = {}
-    for line in text.splitlines():
-        if line.startswith("#") or "=" not in line:
-            continue
-        name, _, value = line.partition("=")
-        values[name.strip().upper()] = value.strip()
-    return values
+config_values = load_fixture_module("condor_config").config_values  # rendered configs, read
 
 
 LEASE = ExportLayout("/home/hpcuser/lumberjack/lease-calib")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import load_fixture_module
 
 from lumberjack.site import remote_pool
 from lumberjack.site.batch import SYSTEMS, get_batch_system
@@ -36,15 +37,7 @@ def make_settings(root: str = "/scratch/lj/calib", **overrides) -> PoolSettings:
     return PoolSettings(**values)
 
 
-def config_values(text: str) -> dict[str, str]:
-    """NAME = VALUE lines of a condor_config (the last one wins, as in HTCondor)."""
-    values = {}
-    for line in text.splitlines():
-        if line.startswith("#") or "=" not in line:
-            continue
-        name, _, value = line.partition("=")
-        values[name.strip().upper()] = value.strip()
-    return values
+config_values = load_fixture_module("condor_config").config_values  # rendered configs, read
 
 
 def allow_rules(text: str) -> dict[str, list[str]]:
