@@ -23,7 +23,7 @@ from typing import Any
 from lumberjack import __version__
 from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap.identity import acting_as, owner_of
+from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
@@ -462,13 +462,13 @@ def copy_inputs(
 
 
 def remove_bundle(bundle_dir: Path, owner: str | None = None) -> None:
-    """Remove a bundle: its contents as the owner (whose files they are), then the
-    directory itself, which may sit in a directory only root can write."""
+    """Remove a bundle: its contents as the owner (whose files they are), then, where no
+    user can change the path to it (root's bundles dir), what is left as root: the
+    directory itself, or an older version's root-owned import state."""
     try:
         with acting_as(owner_of(owner) if owner else None):
             shutil.rmtree(bundle_dir, ignore_errors=True)
     except BadInput:
-        pass  # the owner has no account any more: root removes what is left
-    # What is left: the top directory in root's bundles dir, or files of an older
-    # version's root-owned import state. rmtree never follows a link it finds.
-    shutil.rmtree(bundle_dir, ignore_errors=True)
+        pass  # the owner has no account any more
+    if os.geteuid() != 0 or user_writable_level(bundle_dir.parent) is None:
+        shutil.rmtree(bundle_dir, ignore_errors=True)  # never follows a link it finds

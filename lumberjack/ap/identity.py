@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import pwd
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from lumberjack.errors import BadInput
 
@@ -58,6 +60,24 @@ def owner_of_path(path: str) -> Owner | None:
         return owner_of(pwd.getpwuid(uid).pw_name)
     except KeyError:
         raise BadInput(f"{path} belongs to uid {uid}, which has no account here") from None
+
+
+def user_writable_level(path: Path) -> tuple[Path, str] | None:
+    """The first existing level of `path`, from /, that a user other than root could
+    change, and how; None when root's at every level. A sticky directory (like /tmp) may
+    be world-writable: nobody can move root's entries out of it."""
+    current = Path("/")
+    for part in path.absolute().parts[1:]:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return None  # what root makes below is root's
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0:
+            return current, "is not a directory of root"
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return current, "is writable by others"
+    return None
 
 
 @contextmanager

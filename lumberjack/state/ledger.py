@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lumberjack.ap.identity import user_writable_level
 from lumberjack.errors import BadInput, Busy
 from lumberjack.state.phases import LeasePhase, Phase, check, ends, lease_move
 
@@ -77,28 +78,16 @@ def state_dir() -> Path:
 
 
 def check_root_owned(path: Path) -> None:
-    """Root keeps its state only where no other user can write, at every level: each
-    existing directory from / down to `path` is root's and not group- or world-writable
-    (a sticky one, like /tmp, may be: nobody can move root's entries out of it)."""
+    """Root keeps its state only where no other user can write, at every level."""
     if os.geteuid() != 0:
         return
-    current = Path("/")
-    for part in path.absolute().parts[1:]:
-        current = current / part
-        try:
-            info = os.lstat(current)
-        except FileNotFoundError:
-            return  # made by root below, with root's modes
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0:
-            raise BadInput(
-                f"state directory {path}: {current} is not a directory of root; root keeps "
-                "its state only where no user can write (set LUMBERJACK_STATE_DIR)"
-            )
-        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-            raise BadInput(
-                f"state directory {path}: {current} is writable by others; root keeps its "
-                "state only where no user can write (set LUMBERJACK_STATE_DIR)"
-            )
+    found = user_writable_level(path)
+    if found is not None:
+        level, how = found
+        raise BadInput(
+            f"state directory {path}: {level} {how}; root keeps its state only where no "
+            "user can write (set LUMBERJACK_STATE_DIR)"
+        )
 
 
 @dataclass

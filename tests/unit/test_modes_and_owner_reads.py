@@ -169,3 +169,30 @@ def test_inputs_are_read_with_the_owners_identity(shared_dir: Path) -> None:
     assert owner_of("root") is None
     with pytest.raises(BadInput, match="has no account on this machine"):
         owner_of("no-such-user-here")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root removing a user's bundle")
+def test_root_finishes_removing_a_bundle_only_where_no_user_can_change_its_path() -> None:
+    """remove_bundle removes the owner's files as the owner; what is left (a root-owned
+    file of an older version) root removes only under a root-only parent: where the
+    user owns a parent, it could be swapped for a link to a root directory meanwhile."""
+    nobody = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="lj-remove-"))
+    try:
+        os.chmod(base, 0o755)
+        users = base / "users"  # the owner's: a path the owner may change
+        users.mkdir()
+        os.chown(users, nobody.pw_uid, nobody.pw_gid)
+        for parent in (users, base):
+            bundle = parent / "bundle"
+            (bundle / "spool").mkdir(parents=True)
+            (bundle / "spool" / "in.txt").write_text("owner's\n")
+            for path in (bundle, bundle / "spool", bundle / "spool" / "in.txt"):
+                os.chown(path, nobody.pw_uid, nobody.pw_gid)
+            (bundle / "import-state").mkdir()  # root's, as an older version left it
+            (bundle / "import-state" / "placed.log").write_text("7.0\n")
+            export_mod.remove_bundle(bundle, "nobody")
+        assert [p.name for p in (users / "bundle").iterdir()] == ["import-state"]
+        assert not (base / "bundle").exists()
+    finally:
+        shutil.rmtree(base)
