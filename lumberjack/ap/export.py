@@ -24,6 +24,7 @@ from lumberjack import __version__
 from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
+from lumberjack.ap.names import check_name
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
@@ -31,7 +32,6 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import word_of
 from lumberjack.core.records import NOT_IN_JSON, JsonRecord
 from lumberjack.errors import BadInput, LumberjackError
-from lumberjack.state.ledger import Ledger, check_name
 
 JOB_ID = re.compile(r"^(\d+)(?:\.(\d+))?$")
 EXPORTABLE_UNIVERSES = {5}  # vanilla (containers are vanilla jobs with an image)
@@ -303,71 +303,6 @@ def _readable_size(path: str) -> int:
     if not stat.S_ISREG(info.st_mode):
         raise BadInput(f"input file {path} is not a regular file")
     return info.st_size
-
-
-def run_export(
-    schedd: LocalSchedd,
-    ledger: Ledger,
-    plan: Plan,
-    jobs: list[dict],
-    *,
-    site: str | None,
-    info: dict[str, Any] | None = None,
-    progress: ProgressCallback | None = None,
-) -> dict[str, int]:
-    """Export for real: ledger first, then the schedd, then the bundle. The bundle's
-    file count and bytes."""
-    with ledger.lock(plan.name):
-        ledger.create(
-            plan.name,
-            site=site,
-            bundle_dir=plan.bundle_dir,
-            remote_spool=plan.remote_spool,
-            owner=plan.owner,
-            clusters=plan.clusters,
-            jobs=plan.jobs,
-            info=info,
-        )
-        native_dir = plan.bundle_dir / bundle_mod.NATIVE
-        prepare_owned_dir(plan.bundle_dir, plan.owner)
-        prepare_owned_dir(native_dir, plan.owner)
-        ledger.move(plan.name, "export")
-        try:
-            crash_point("export.before-schedd")
-            result = schedd.export_jobs(plan.clusters, native_dir, plan.remote_spool)
-            crash_point("export.after-schedd")
-            if result.total_job_ads != len(plan.jobs):
-                raise LumberjackError(
-                    f"the schedd exported {result.total_job_ads} jobs, expected {len(plan.jobs)}; "
-                    "rolled back"
-                )
-            local_iwds = {f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs}
-            # Written as the owner: its inputs are read, and the bundle made, as the owner.
-            args = {"plan": plan.to_json(), "native_log": str(result.log),
-                    "local_iwds": local_iwds, "site": site}  # fmt: skip
-            written = as_user.call_as(plan.owner, write_bundle_json, args, progress)
-            # Import refuses a manifest (and so a path map) changed after this point.
-            ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
-                plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip
-            crash_point("export.after-manifest")
-        except BaseException as exc:
-            rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
-            raise
-        ledger.move(plan.name, "export")
-        return written
-
-
-def rollback(
-    schedd: LocalSchedd, ledger: Ledger, name: str, clusters: list[int], reason: str
-) -> None:
-    """Give the jobs back to the local schedd after a failed export."""
-    try:
-        schedd.unexport(clusters)
-    except LumberjackError as exc:
-        if "No clusters to unexport" not in str(exc):
-            ledger.step(name, "rollback", "failed", str(exc))
-            raise
-    ledger.move(name, "rollback", message=f"rolled back: {reason}")
 
 
 def write_bundle_json(

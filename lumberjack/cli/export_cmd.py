@@ -19,6 +19,7 @@ from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_options
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state import phases
+from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase
 
@@ -124,7 +125,7 @@ def export_command(
         emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))
         return
     with for_command(as_json).task("copying inputs", plan.input_bytes) as advance:
-        written = export_mod.run_export(schedd, ledger, plan, jobs, site=None, progress=advance)
+        written = run_export(schedd, ledger, plan, jobs, site=None, progress=advance)
     emit(as_json, {"ok": True, **plan.to_json(), **written}, _plan_text(plan, dry=False))
 
 
@@ -326,11 +327,11 @@ def unexport_command(name: str, discard: bool, force: bool, dry_run: bool, as_js
 
 def _discard(ledger: Ledger, name: str, force: bool) -> dict[str, Any]:
     """unexport --discard: over a connection to the site when its pool may still run."""
-    from lumberjack.state import handback, lifecycle
+    from lumberjack.state import handback, steps
 
     record = ledger.get(name)
     if record.site and record.phase in handback.POOL_MAY_RUN:
-        with lifecycle.site_for(record) as site:
+        with steps.site_for(record) as site:
             return handback.discard_and_hand_back(ledger, LocalSchedd(), record, site, force=force)
     return handback.discard_and_hand_back(ledger, LocalSchedd(), record, force=force)
 

@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
+from lumberjack.ap.names import check_name
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
-from lumberjack.state.ledger import LeaseRecord, Ledger, check_name
+from lumberjack.state.ledger import LeaseRecord, Ledger
 from lumberjack.state.phases import LeasePhase
 
 dry_run_option = click.option(
@@ -36,7 +37,7 @@ def lease_group() -> None:
 
 def _site(record: LeaseRecord) -> Any:
     from lumberjack.profiles.sites import find_profile
-    from lumberjack.state.lifecycle import Site
+    from lumberjack.state.steps import Site
 
     return Site(find_profile(record.site))
 
@@ -61,7 +62,7 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import leases
-    from lumberjack.state.lifecycle import Site
+    from lumberjack.state.steps import Site
 
     check_name(name, "lease")
     profile = find_profile(site)

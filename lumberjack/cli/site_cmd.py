@@ -13,7 +13,7 @@ from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import request_options
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
-from lumberjack.state import lifecycle, phases
+from lumberjack.state import lifecycle, phases, steps, sync
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
 
@@ -27,18 +27,18 @@ def _one_step(
     name: str,
     as_json: bool,
     dry_run: bool,
-    step: Callable[[Ledger, lifecycle.Site, ExportRecord], dict[str, Any]],
+    step: Callable[[Ledger, steps.Site, ExportRecord], dict[str, Any]],
     describe: str,
 ) -> None:
     """The shape every single-step command shares: checks, lock, one connection."""
     ledger = Ledger()
     record = ledger.get(name)
-    lifecycle.check_phase(record, describe)
+    steps.check_phase(record, describe)
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
              f"would {describe} {name!r} (phase {record.phase}, site {record.site})")  # fmt: skip
         return
-    with ledger.lock(name), lifecycle.site_for(record, progress=for_command(as_json)) as site:
+    with ledger.lock(name), steps.site_for(record, progress=for_command(as_json)) as site:
         result = step(ledger, site, record)
     phase = ledger.get(name).phase
     emit(as_json, {"ok": True, "name": name, "phase": phase, **result},
@@ -130,7 +130,7 @@ def status_command(name: str, as_json: bool) -> None:
         emit(as_json, {"ok": True, "name": name, "phase": record.phase},
              f"{name}: phase {record.phase} (nothing at a site)")  # fmt: skip
         return
-    with lifecycle.site_for(record) as site:
+    with steps.site_for(record) as site:
         answer = lifecycle.refresh_status(ledger, site, record)
     login, login_text = site_login(site.profile)
     phase = ledger.get(name).phase
@@ -195,13 +195,13 @@ CLEANUP_HELP = f"""Remove a finished export's directory at the site and its loca
 def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_json: bool) -> None:
     from lumberjack.state import handback
 
-    def step(ledger: Ledger, site: lifecycle.Site | None, record: ExportRecord) -> dict:
+    def step(ledger: Ledger, site: steps.Site | None, record: ExportRecord) -> dict:
         return handback.cleanup(ledger, site, record, site_only=site_only, force=force)
 
     ledger = Ledger()
     record = ledger.get(name)
     if not record.site and not site_only:
-        lifecycle.check_phase(record, "cleanup")
+        steps.check_phase(record, "cleanup")
         if dry_run:
             emit(as_json, {"ok": True, "dry_run": True}, f"would remove {record.bundle_dir}")
             return
@@ -245,14 +245,14 @@ def sync_command(
     """
     ledger = Ledger()
     if not watch:
-        _sync_round(ledger, lifecycle.sync(ledger, names=names, dry_run=dry_run), dry_run, as_json)
+        _sync_round(ledger, sync.sync(ledger, names=names, dry_run=dry_run), dry_run, as_json)
         return
-    sites: dict[str, lifecycle.Site] = {}
+    sites: dict[str, steps.Site] = {}
     try:
         while True:
-            results = lifecycle.sync(
+            results = sync.sync(
                 ledger, names=names, dry_run=dry_run, sites=sites,
-                open_site=lambda record: lifecycle.site_for(record, hold=True),
+                open_site=lambda record: steps.site_for(record, hold=True),
             )  # fmt: skip
             code = _sync_round(ledger, results, dry_run, as_json, exit_on_error=False)
             if code == LoginNeeded.exit_code or dry_run or not _pending(ledger, names):
@@ -351,7 +351,7 @@ def run_command(
         raise BadInput("give --site SITE (or --lease NAME)")
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     schedd = LocalSchedd()
-    held = lifecycle.Site(find_profile(site))  # the one connection of every step
+    held = steps.Site(find_profile(site))  # the one connection of every step
     with held:
         bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags, held,
                                     lease=lease)  # fmt: skip
@@ -377,7 +377,7 @@ def _wait(
     ledger: Ledger,
     schedd: Any,
     name: str,
-    site: lifecycle.Site,
+    site: steps.Site,
     wait: bool,
     poll: float,
     timeout: float,
@@ -386,7 +386,7 @@ def _wait(
     deadline = time.monotonic() + timeout if timeout > 0 else None
     sites = {site.profile.name: site}
     while True:
-        results = lifecycle.sync(ledger, names=(name,), schedd=schedd, sites=sites)
+        results = sync.sync(ledger, names=(name,), schedd=schedd, sites=sites)
         record = ledger.get(name)
         if results and results[0].get("error"):
             error = LumberjackError(f"{name}: {results[0]['error']}")

@@ -27,16 +27,10 @@ from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
 from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger
-from lumberjack.state.lifecycle import (
-    Site,
-    _step,
-    check_runtime,
-    pool_plan,
-    request_info,
-    request_of,
-    ship_condor_release,
-)
+from lumberjack.state.lifecycle import ship_condor_release
 from lumberjack.state.phases import LeasePhase, Phase, lease_move
+from lumberjack.state.plans import check_runtime, pool_plan, request_info, request_of
+from lumberjack.state.steps import Site, run_step
 
 #: Phases of a joined export that still need the lease (its collector, new pilots).
 NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
@@ -110,7 +104,7 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         crash_point("lease.before-ledger")
         return answer
 
-    result = _step(ledger, _key(record.name), "create", act)
+    result = run_step(ledger, _key(record.name), "create", act)
     ledger.move_lease(record.name, "create")
     return result
 
@@ -131,7 +125,7 @@ def _joined(ledger: Ledger, name: str) -> list[dict[str, str]]:
 def extend(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
     """One more round of pilots, whatever runs."""
     ledger.move_lease(record.name, "extend")
-    result = _step(
+    result = run_step(
         ledger, _key(record.name), "extend", lambda: site.agent(layout_of(record), "lease-extend")
     )
     ledger.update_lease_info(record.name, rounds=int(record.info.get("rounds", 1)) + 1)
@@ -167,7 +161,7 @@ def shutdown(
         crash_point("lease.before-ended")
         return result
 
-    result = _step(ledger, _key(record.name), "shutdown", act)
+    result = run_step(ledger, _key(record.name), "shutdown", act)
     ledger.move_lease(record.name, "ended")
     return result
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import sqlite3
 import stat
 import time
@@ -25,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.ap.identity import user_writable_level
+from lumberjack.ap.names import check_name
+from lumberjack.ap.state_home import state_dir
 from lumberjack.errors import BadInput, Busy
 from lumberjack.state.phases import LeasePhase, Phase, check, ends, lease_move
-
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS exports (
@@ -61,20 +60,6 @@ CREATE TABLE IF NOT EXISTS leases (
     info TEXT NOT NULL DEFAULT '{}'
 );
 """
-
-
-#: root's state on an access point: a system directory no user can write.
-ROOT_STATE_DIR = Path("/var/lib/condor-lumberjack")
-
-
-def state_dir() -> Path:
-    explicit = os.environ.get("LUMBERJACK_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    if os.geteuid() == 0:
-        return ROOT_STATE_DIR
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "condor-lumberjack"
 
 
 def check_root_owned(path: Path) -> None:
@@ -118,15 +103,6 @@ class ExportRecord:
             "jobs": self.jobs,
             "info": self.info,
         }
-
-
-def check_name(name: str, what: str = "export") -> str:
-    if not NAME_PATTERN.match(name):
-        raise BadInput(
-            f"{what} name {name!r} is not valid; use letters, digits, '.', '_' or '-' "
-            "(at most 64, starting with a letter or digit)"
-        )
-    return name
 
 
 @dataclass

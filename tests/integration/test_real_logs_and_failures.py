@@ -13,6 +13,7 @@ from lumberjack.ap import export as export_mod
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.errors import BadInput
+from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,7 @@ def test_failure_after_the_schedd_let_go_rolls_back(workspace: Path, state_dir: 
     (job_dir / "sub" / "data.txt").unlink()
     ledger = Ledger()
     with pytest.raises(BadInput):
-        export_mod.run_export(schedd, ledger, plan, jobs, site=None)
+        run_export(schedd, ledger, plan, jobs, site=None)
     ads = query(f"ClusterId == {cluster}", ["ProcId", "Managed", "JobStatus"])
     assert len(ads) == 2 and all(a.get("Managed") is None and a["JobStatus"] == 1 for a in ads)
     assert ledger.get("vanishing-input").phase == "failed"
