@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from lumberjack.ap.queue_summary import queue_summary
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.core import jobqueuelog
@@ -186,4 +187,4 @@ def inspect_cmd(log_file: str, other: str | None, diff: bool, as_json: bool) -> 
     if as_json:
         emit(True, {"ads": {key: dict(ad.attrs) for key, ad in ads.items()}})
     else:
-        emit(False, None, render(path, jobqueuelog.queue_summary(ads)))
+        emit(False, None, render(path, queue_summary(ads)))

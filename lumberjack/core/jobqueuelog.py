@@ -56,7 +56,7 @@ Accepted:
 * 107 anywhere (the schedd warns if it is not the first line); any 107 label token.
 * 104 of an attribute the ad does not have (a no-op, as in the schedd).
 * a 103 value is kept byte-exact (minus the newline) and never parsed as a ClassAd
-  expression (it is OLD ClassAd syntax; only queue_summary() decodes plain literals).
+  expression (it is OLD ClassAd syntax: core/classad_text.py decodes plain literals).
 * attribute names are case-insensitive (``iwd`` updates ``Iwd``, and the first spelling
   is kept, as ClassAds do).
 
@@ -76,9 +76,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol
-
-from lumberjack.core.jobstatus import JobStatus
+from typing import BinaryIO, Protocol
 
 __all__ = [
     "OP_LOG_HISTORICAL_SEQUENCE_NUMBER",
@@ -89,7 +87,6 @@ __all__ = [
     "OP_BEGIN_TRANSACTION",
     "OP_END_TRANSACTION",
     "EMPTY_TYPE_NAME",
-    "JOB_STATUS_NAMES",
     "JobQueueLogError",
     "LogRecord",
     "Ad",
@@ -106,7 +103,6 @@ __all__ = [
     "key_kind",
     "cluster_key",
     "proc_key",
-    "queue_summary",
 ]
 
 OP_NEW_CLASSAD = 101
@@ -120,7 +116,6 @@ OP_LOG_HISTORICAL_SEQUENCE_NUMBER = 107
 # HTCondor writes this instead of an empty MyType/TargetType so the field count stays right.
 EMPTY_TYPE_NAME = "(empty)"
 
-JOB_STATUS_NAMES: dict[int, str] = {status.value: status.title for status in JobStatus}
 
 _OPS = {str(op): op for op in range(101, 108)}
 # Ops whose key format_record() checks.
@@ -139,7 +134,6 @@ _BAD_TOKEN = re.compile(r"[ \t\n\r\x0b\x0c\x00]")
 _ASCII_WS = " \t\n\r\x0b\x0c"
 _KEY_RE = re.compile(r"([0-9]+)\.(-?[0-9]+)")
 _DIGITS = re.compile(r"[0-9]+")
-_INT_RE = re.compile(r"-?[0-9]+")
 # strcasecmp() folds ASCII only; str.lower() would also fold e.g. "Ä".
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
@@ -969,138 +963,3 @@ def proc_key(cluster: int, proc: int) -> str:
     if cluster < 0:
         raise JobQueueLogError(f"cluster ids are never negative, not {cluster}")
     return f"{cluster}.{proc}"
-
-
-# -------------------------------------------------------------------------------- summary
-
-
-def _string_literal(text: str) -> str | None:
-    """The value of a ClassAd string literal, or None if ``text`` is not exactly one.
-
-    job_queue.log holds OLD ClassAd syntax (the schedd parses values with
-    ParseClassAdRvalExpr in old-ClassAd mode): a backslash is an ordinary character, except
-    that \\" is a literal quote, and a backslash right before the final quote is just a
-    backslash. So ``"a \\"b\\" \\\\ c"`` is the string ``a "b" \\\\ c``.
-    """
-    s = text.lstrip(_ASCII_WS)
-    if not s.startswith('"'):
-        return None
-    parts: list[str] = []
-    start = pos = 1
-    n = len(s)
-    while True:
-        j = s.find('"', pos)
-        if j < 0:
-            return None  # unterminated
-        if j > start and s[j - 1] == "\\" and j + 1 < n:
-            parts.append(s[start : j - 1])
-            parts.append('"')
-            start = pos = j + 1
-            continue
-        parts.append(s[start:j])
-        # anything but blanks after the closing quote makes it an expression ("a" + "b")
-        return None if s[j + 1 :].strip(_ASCII_WS) else "".join(parts)
-
-
-def _display(expr: str | None) -> Any:
-    """A value a person wants to see: int for integer literals, text for string literals,
-    otherwise the expression text itself."""
-    if expr is None:
-        return None
-    text = expr.strip(_ASCII_WS)
-    if _INT_RE.fullmatch(text):
-        return int(text)
-    literal = _string_literal(text)
-    return text if literal is None else literal
-
-
-_PROC_FIELDS = (
-    ("owner", "owner"),
-    ("cmd", "cmd"),
-    ("iwd", "iwd"),
-    ("managed", "managed"),
-    ("managedmanager", "managed_manager"),
-    ("exitcode", "exit_code"),
-    ("qdate", "qdate"),
-)
-
-
-def _args(attrs: dict[str, str]) -> str | None:
-    # "Arguments" is the current (V2) syntax; "Args" the old one. Both may exist.
-    value = attrs.get("arguments")
-    return value if value is not None else attrs.get("args")
-
-
-def queue_summary(ads: Mapping[str, Ad]) -> dict[str, Any]:
-    """Clusters and procs with the attributes that matter to a person.
-
-    A proc's attribute is its own value, else its cluster ad's (the schedd chains proc ads
-    to their cluster ad). Values are decoded when they are plain literals (``"/bin/echo"``
-    -> ``/bin/echo``, ``2`` -> 2) and left as expression text otherwise. Keys that are not
-    clusters or procs (header, users, jobsets, cluster-private ads) are only counted.
-    """
-    cluster_attrs: dict[int, dict[str, str]] = {}
-    cluster_keys: dict[int, str] = {}
-    procs: dict[int, list[tuple[int, str, dict[str, str]]]] = {}
-    other = 0
-    for key, ad in ads.items():
-        m = _KEY_RE.fullmatch(key)
-        kind = _kind(JobKey(int(m.group(1)), int(m.group(2)))) if m else None
-        if m is None or kind not in ("cluster", "proc"):
-            other += 1
-            continue
-        cluster = int(m.group(1))
-        lowered = {_fold(k): v for k, v in ad.attrs.items()}
-        if kind == "cluster":
-            cluster_attrs[cluster] = lowered
-            cluster_keys[cluster] = key
-        else:
-            procs.setdefault(cluster, []).append((int(m.group(2)), key, lowered))
-
-    status_counts: dict[str, int] = {}
-    clusters_out: list[dict[str, Any]] = []
-    total_procs = 0
-    for cluster in sorted(set(cluster_attrs) | set(procs)):
-        base = cluster_attrs.get(cluster, {})
-        proc_rows: list[dict[str, Any]] = []
-        for proc, key, attrs in sorted(procs.get(cluster, [])):
-            own = {**base, **attrs}  # the proc's value wins over its cluster ad's
-            status_num = _display(own.get("jobstatus"))
-            if isinstance(status_num, int):
-                status = JOB_STATUS_NAMES.get(status_num, f"Unknown ({status_num})")
-            else:
-                status = "Unknown" if status_num is None else str(status_num)
-            status_counts[status] = status_counts.get(status, 0) + 1
-            row: dict[str, Any] = {
-                "id": f"{cluster}.{proc}",
-                "key": key,
-                "cluster": cluster,
-                "proc": proc,
-                "job_status": status_num,
-                "status": status,
-            }
-            for attr, out_name in _PROC_FIELDS:
-                row[out_name] = _display(own.get(attr))
-            row["args"] = _display(_args(own))
-            proc_rows.append(row)
-        total_procs += len(proc_rows)
-        clusters_out.append(
-            {
-                "cluster": cluster,
-                "key": cluster_keys.get(cluster),
-                "num_procs": len(proc_rows),
-                "owner": _display(base.get("owner")),
-                "cmd": _display(base.get("cmd")),
-                "iwd": _display(base.get("iwd")),
-                "args": _display(_args(base)),
-                "qdate": _display(base.get("qdate")),
-                "procs": proc_rows,
-            }
-        )
-    return {
-        "num_clusters": len(clusters_out),
-        "num_procs": total_procs,
-        "num_other_ads": other,
-        "status_counts": status_counts,
-        "clusters": clusters_out,
-    }
