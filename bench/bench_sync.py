@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import shlex
 import shutil
 import sys
@@ -59,7 +58,7 @@ from lumberjack.site.remote_pool import ExportLayout
 pilot = sys.argv[2]
 for root in sys.argv[3:]:
     layout = ExportLayout(root)
-    plan = json.load(open(os.path.join(root, "launch.json")))
+    plan = json.load(open(layout.launch_plan))
     settings = agent.settings_for(layout, plan)
     agent.place_queue(layout, settings.site_user, settings.trust_domain)
     os.makedirs(layout.pilots, exist_ok=True)
@@ -105,9 +104,7 @@ def stand_in_launch(names: list[str]) -> str:
             record = ledger.get(name)
             layout = steps.layout_of(record)
             plan = plans.launch_plan(record, site.profile, layout)
-            site.conn.put_bytes(
-                json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"), 0o600
-            )
+            site.conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan, 0o600)
             roots.append(layout.root)
         agent = roots[0] + "/agent.pyz"
         site.conn.run(shlex.join(["python3", "-c", _PLACE, agent, held, *roots]))

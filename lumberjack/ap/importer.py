@@ -44,6 +44,7 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
 from lumberjack.core.returns import NAME_MAX, PATH_MAX, Limits
+from lumberjack.core.safepath import has_control_character
 from lumberjack.errors import BadInput
 
 #: A returned queue may grow this much over the one sent (status, results, history).
@@ -382,7 +383,7 @@ def _log_size(ads: dict[str, jql.Ad]) -> tuple[int, int]:
 
 def check_returned_name(name: str, job_id: str) -> None:
     """Refuse names no job should write: control characters, too long for this system."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if has_control_character(name):
         raise BadInput(f"job {job_id}: returned file name {name!r} contains control characters")
     raw = name.encode("utf-8", "surrogateescape")
     if len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):

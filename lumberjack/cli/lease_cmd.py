@@ -13,7 +13,7 @@ from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
-from lumberjack.state.ledger import LeaseRecord, Ledger
+from lumberjack.state.ledger import LeaseRecord, Ledger, lease_key
 from lumberjack.state.phases import LeasePhase
 
 dry_run_option = click.option(
@@ -81,7 +81,7 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
                        "request": report_dict(request, profile)},
              f"would create lease {name!r} at {site}\n" + "\n".join(report))  # fmt: skip
         return
-    with ledger.lock(f"lease:{name}"), Site(profile) as connection:
+    with ledger.lock(lease_key(name)), Site(profile) as connection:
         result = leases.create(ledger, connection, name, request)
     record = ledger.get_lease(name)
     pilots = result.get("pilots", {}).get("submitted", [])
@@ -138,7 +138,7 @@ def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
              f"would submit another round of pilots for lease {name!r}")  # fmt: skip
         return
-    with ledger.lock(f"lease:{name}"), _site(record) as site:
+    with ledger.lock(lease_key(name)), _site(record) as site:
         result = leases.extend(ledger, site, record)
     new = result["pilots"].get("submitted", [])
     emit(as_json, {"ok": True, "name": name, **result},
@@ -173,7 +173,7 @@ def shutdown_command(name: str, force: bool, dry_run: bool, as_json: bool) -> No
              f"would shut lease {name!r} down" + (f" (still serving {', '.join(waiting)})"
                                                  if waiting else ""))  # fmt: skip
         return
-    with ledger.lock(f"lease:{name}"), _site(record) as site:
+    with ledger.lock(lease_key(name)), _site(record) as site:
         result = leases.shutdown(ledger, site, record, force=force)
     emit(as_json, {"ok": True, "name": name, "phase": ledger.get_lease(name).phase, **result},
          f"lease {name}: ended; pilots cancelled: "

@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from lumberjack.core.shell_safe import DIRECTIVE_WORD, REMOTE_PATH
+from lumberjack.core.shell_safe import CHUNK_RESOURCE, DIRECTIVE_WORD, REMOTE_PATH
 from lumberjack.core.units import (
     format_memory,
     format_walltime,
@@ -61,7 +61,6 @@ _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _BIND = re.compile(r"^[A-Za-z0-9_./${}~@:+,=-]+$")
 _URI = re.compile(r"^(docker|oras|library|shub|https?)://[^\s'\"`;|&<>]+$")
 _OCI_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(:[A-Za-z0-9_.-]+)?(@sha256:[0-9a-f]{64})?$")
-_CHUNK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:+-]+$")
 _ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _REMOTE_RULE = (
     "is not a path at the site (it starts with /, ~ or $VAR and holds letters, digits "
@@ -418,7 +417,7 @@ class BatchSettings(_Table):
         if chunk and name and name != "pbs":
             raise problem("is for PBS sites only; remove it")
         for item in chunk:
-            if not _CHUNK.match(item):
+            if not CHUNK_RESOURCE.match(item):
                 raise problem('is not name=value; write e.g. "system=polaris"', value=item)
         return chunk
 

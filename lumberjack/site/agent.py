@@ -55,6 +55,7 @@ from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
 from lumberjack.site import pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
+from lumberjack.site.batch.pilot import ALIVE
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 from lumberjack.site.runtime import ContainerRuntime, RuntimeFailure, get_runtime, last_line
 
@@ -343,7 +344,7 @@ def write_pilot_files(layout: ExportLayout, settings: PoolSettings, launch: dict
     os.chmod(layout.node_script, 0o700)
 
 
-_ALIVE = (PilotState.QUEUED, PilotState.RUNNING, PilotState.FINISHING, PilotState.UNKNOWN)
+_ALIVE = ALIVE
 
 
 def pilot_states(layout: ExportLayout, batch: Any, job_ids: list[str]) -> dict[str, PilotState]:
@@ -804,7 +805,7 @@ def lease_status(layout: ExportLayout) -> dict[str, Any]:
     running = bool(pool_processes(layout, "condor_master"))
     answer: dict[str, Any] = {"pool_running": running, "pilots": pilots, "startds": [],
                               "schedds": [], "pilots_alive": any(
-                                  state in ("queued", "running", "finishing", "unknown")
+                                  state in _ALIVE
                                   for state in pilots.values())}  # fmt: skip
     if running:
         try:

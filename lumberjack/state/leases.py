@@ -16,7 +16,6 @@ lease whose pilots are gone (idle shutdown, walltime) once no joined export need
 from __future__ import annotations
 
 import json
-import posixpath
 import shlex
 from typing import Any
 
@@ -26,7 +25,7 @@ from lumberjack.errors import BadInput, Busy, LumberjackError
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
 from lumberjack.site.remote_pool import ExportLayout
-from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger
+from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger, lease_key
 from lumberjack.state.lifecycle import ship_condor_release
 from lumberjack.state.phases import LeasePhase, Phase, lease_move
 from lumberjack.state.plans import check_runtime, pool_plan, request_info, request_of
@@ -55,11 +54,6 @@ def check_placement(profile: SiteProfile) -> None:
 
 def layout_of(record: LeaseRecord) -> ExportLayout:
     return ExportLayout(record.info["remote_dir"])
-
-
-def _key(name: str) -> str:
-    """The lease's name among the ledger's steps and locks (never an export's name)."""
-    return f"lease:{name}"
 
 
 def create(ledger: Ledger, site: Site, name: str, request: ResourceRequest) -> dict[str, Any]:
@@ -97,14 +91,14 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         conn.put_bytes(build_agent(), layout.agent, 0o700)
         ship_condor_release(site, layout)
         plan = pool_plan(request_of(record.info), site.profile, layout, f"lj-{layout.name}")
-        conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
+        conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan,
                        0o600)  # fmt: skip
         crash_point("lease.after-dir")
         answer = site.agent(layout, "lease-start")
         crash_point("lease.before-ledger")
         return answer
 
-    result = run_step(ledger, _key(record.name), "create", act)
+    result = run_step(ledger, lease_key(record.name), "create", act)
     ledger.move_lease(record.name, "create")
     return result
 
@@ -126,7 +120,10 @@ def extend(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
     """One more round of pilots, whatever runs."""
     ledger.move_lease(record.name, "extend")
     result = run_step(
-        ledger, _key(record.name), "extend", lambda: site.agent(layout_of(record), "lease-extend")
+        ledger,
+        lease_key(record.name),
+        "extend",
+        lambda: site.agent(layout_of(record), "lease-extend"),
     )
     ledger.update_lease_info(record.name, rounds=int(record.info.get("rounds", 1)) + 1)
     return result
@@ -161,7 +158,7 @@ def shutdown(
         crash_point("lease.before-ended")
         return result
 
-    result = run_step(ledger, _key(record.name), "shutdown", act)
+    result = run_step(ledger, lease_key(record.name), "shutdown", act)
     ledger.move_lease(record.name, "ended")
     return result
 
@@ -241,7 +238,7 @@ def export_opted_in(
     for record in ledger.leases():
         if record.phase not in (LeasePhase.CREATING, LeasePhase.ACTIVE):
             continue
-        entry: dict[str, Any] = {"name": _key(record.name), "lease": record.name}
+        entry: dict[str, Any] = {"name": lease_key(record.name), "lease": record.name}
         try:
             clusters = opted_in(schedd, record.name)
             if not clusters:
@@ -273,9 +270,9 @@ def sync(ledger: Ledger, sites: dict[str, Site], hold: bool = False) -> list[dic
     for record in ledger.leases():
         if record.phase == LeasePhase.ENDED:
             continue
-        entry: dict[str, Any] = {"name": _key(record.name), "lease": record.name}
+        entry: dict[str, Any] = {"name": lease_key(record.name), "lease": record.name}
         try:
-            with ledger.lock(_key(record.name)):
+            with ledger.lock(lease_key(record.name)):
                 current = ledger.get_lease(record.name)
                 if current.site not in sites:
                     sites[current.site] = Site(find_profile(current.site), hold=hold)

@@ -105,6 +105,12 @@ class ExportRecord:
         }
 
 
+def lease_key(name: str) -> str:
+    """A lease's name among the ledger's steps and locks: never an export's (export names
+    hold no colon), so a lease and an export of the same name never meet."""
+    return f"lease:{name}"
+
+
 @dataclass
 class LeaseRecord:
     name: str
@@ -304,7 +310,7 @@ class Ledger:
                 "UPDATE leases SET phase = ?, updated = ? WHERE name = ?",
                 (end.value, time.time(), name),
             )
-        self.step(f"lease:{name}", f"phase:{end.value}", "done", message)
+        self.step(lease_key(name), f"phase:{end.value}", "done", message)
         return end
 
     def update_lease_info(self, name: str, **values: Any) -> None:
@@ -320,7 +326,7 @@ class Ledger:
         return [r for r in self.list() if r.info.get("lease") == lease]
 
     def delete_lease(self, name: str) -> None:
-        self._db.execute("DELETE FROM steps WHERE export = ?", (f"lease:{name}",))
+        self._db.execute("DELETE FROM steps WHERE export = ?", (lease_key(name),))
         self._db.execute("DELETE FROM leases WHERE name = ?", (name,))
 
     @contextmanager

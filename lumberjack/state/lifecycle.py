@@ -129,7 +129,7 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
-        site.conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
+        site.conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan,
                             0o600)  # fmt: skip
         crash_point("launch.after-plan")
         answer = site.agent(layout, "launch")

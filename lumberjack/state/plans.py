@@ -14,15 +14,12 @@ from lumberjack.errors import BadInput
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.site.remote_pool import ExportLayout
-from lumberjack.site.runtime import release_names
+from lumberjack.site.runtime import RUNTIMES, release_names
 from lumberjack.state.ledger import ExportRecord
 
 #: How long a pilot token stays valid beyond the walltime (not days: a token taken from a
 #: node is worth little for long); a pilot still queued gets a fresh one (site/pilot_token).
 PILOT_TOKEN_MARGIN_S = 15 * 60
-#: Container runtimes the site agent can run the pool and the pilots with (podman-hpc:
-#: its commands are rendered from NERSC's documentation, see site/runtime.py).
-SUPPORTED_RUNTIMES = ("apptainer", "singularity", "podman-hpc", "none")
 
 
 def request_info(request: ResourceRequest) -> dict[str, Any]:
@@ -88,10 +85,10 @@ def check_runtime(profile: SiteProfile) -> None:
     """BadInput, in one line, for a container runtime the agent cannot use: better than
     a launch that fails obscurely at the site."""
     runtime = profile.container.runtime
-    if runtime not in SUPPORTED_RUNTIMES:
+    if runtime not in RUNTIMES:  # the agent's own registry
         raise BadInput(
             f"runtime {runtime} is not supported; site {profile.name} needs one of "
-            f"{', '.join(SUPPORTED_RUNTIMES)} ([container] runtime in its profile)"
+            f"{', '.join(RUNTIMES)} ([container] runtime in its profile)"
         )
     if runtime == "none" and profile.container.condor_tarball is None:
         raise BadInput(

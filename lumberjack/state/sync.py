@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from lumberjack.errors import Busy, LumberjackError
+from lumberjack.site.batch.pilot import ALIVE
 from lumberjack.state import leases, phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.lifecycle import fetch, import_results, launch, refresh_status, ship
@@ -62,7 +63,7 @@ def relaunch(ledger: Ledger, site: Site, record: ExportRecord) -> None:
 
 
 def _pilots_alive(answer: dict[str, Any]) -> bool:
-    return any(state in ("queued", "running", "finishing") for state in answer["pilots"].values())
+    return any(state in ALIVE for state in answer["pilots"].values())
 
 
 def sync(

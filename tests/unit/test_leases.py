@@ -21,7 +21,7 @@ from lumberjack.profiles.sites import find_profile
 from lumberjack.site import remote_pool
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 from lumberjack.state import leases, plans, sync
-from lumberjack.state.ledger import Ledger
+from lumberjack.state.ledger import Ledger, lease_key
 from lumberjack.state.phases import LeasePhase, Phase
 
 
@@ -68,7 +68,7 @@ def test_a_lease_record_moves_through_its_phases(ledger: Ledger) -> None:
     assert record.phase == LeasePhase.ENDED and record.info["rounds"] == 2
     assert json.loads(json.dumps(record.to_json()))["phase"] == "ended"
     # Each move is in the steps, under the lease's own key (never an export's name).
-    steps = [s["step"] for s in ledger.steps("lease:calib")]
+    steps = [s["step"] for s in ledger.steps(lease_key("calib"))]
     assert steps == ["phase:active", "phase:active", "phase:stopping", "phase:stopping",
                      "phase:ended"]  # fmt: skip
     assert ledger.list() == []
@@ -311,7 +311,7 @@ class LeaseSite(fake.FakeSite):
         return getattr(self, "_agent_" + command.replace("-", "_"))(root)
 
     def _agent_lease_start(self, root: str) -> dict:
-        plan = json.loads(self.connection.files[f"{root}/launch.json"])
+        plan = json.loads(self.connection.files[ExportLayout(root).launch_plan])
         started, self.lease_pool = not self.lease_pool, True
         submitted = []
         if not any(state in fake.ALIVE for state in self.pilots.values()):
@@ -380,9 +380,9 @@ def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
     record = ledger.get_lease("calib")
     assert record.phase == LeasePhase.ACTIVE and record.info["remote_dir"] == LEASE_DIR
     assert f"{LEASE_DIR}/agent.pyz" in site.connection.files
-    assert json.loads(site.connection.files[f"{LEASE_DIR}/launch.json"])["spec"]["name"] == (
-        "lj-lease-calib"
-    )
+    assert json.loads(site.connection.files[ExportLayout(LEASE_DIR).launch_plan])["spec"][
+        "name"
+    ] == ("lj-lease-calib")
     with pytest.raises(BadInput, match="a lease named 'calib' already exists"):
         create(ledger, site)
     ended = leases.shutdown(ledger, site, ledger.get_lease("calib"))
