@@ -3,13 +3,12 @@ counts, and the JSON entry point. No HTCondor, Apptainer or batch system needed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_fixture_module
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.site import agent
@@ -18,17 +17,7 @@ from lumberjack.site.remote_pool import ExportLayout
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def load_fixture(name: str):
-    module_name = f"lumberjack_test_{name}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, FIXTURES / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
-
-
-site_bundle = load_fixture("site_bundle")
+site_bundle = load_fixture_module("site_bundle")
 SITE_USER = "hpcuser"
 DOMAIN = "lumberjack-calib"
 
