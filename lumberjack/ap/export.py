@@ -28,6 +28,7 @@ from lumberjack.ap.names import check_name
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import word_of
 from lumberjack.core.records import NOT_IN_JSON, JsonRecord
@@ -351,7 +352,7 @@ def write_bundle(
 
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
-    jql.write_log(spool_dir / "job_queue.log", ads)
+    jqlw.write_log(spool_dir / "job_queue.log", ads)
     del ads, clusters  # the queue is written: its memory goes to the manifest's JSON
     entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
     crash_point("export.before-manifest")

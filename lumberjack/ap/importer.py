@@ -39,6 +39,7 @@ from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrit
 from lumberjack.ap.placement import check_safe_relative, plan_outputs
 from lumberjack.ap.schedd import LocalSchedd, import_as_owner
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.classad_text import quote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
@@ -377,7 +378,7 @@ def _read_returned(path: Path) -> bytes:
 def _log_size(ads: dict[str, jql.Ad]) -> tuple[int, int]:
     """(bytes, records) of the log write_log() writes for ``ads``: it bounds the
     returned queue's."""
-    text = jql.log_text(ads)
+    text = jqlw.log_text(ads)
     return len(text.encode("utf-8", "surrogateescape")), text.count("\n")
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
@@ -115,7 +116,7 @@ def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict
     owners = run_as_site_account(ads, site_user, trust_domain)
     short_lease(ads)
     # The queue goes in last, atomically: a schedd never sees jobs without their inputs.
-    jql.write_log(spool / QUEUE_LOG, ads)
+    jqlw.write_log(spool / QUEUE_LOG, ads)
     Path(layout.pool).mkdir(parents=True, exist_ok=True)
     mark.write_text(f"{time.time():.0f}\n")
     return {"placed": True, "files": linked, "jobs": _count_procs(ads), "owners": owners}
@@ -671,7 +672,7 @@ def expire_leases(layout: ExportLayout) -> list[str]:
     if cut_off:
         for key in cut_off:
             ads[key].set("LastJobLeaseRenewal", "0")
-        jql.write_log(path, ads)
+        jqlw.write_log(path, ads)
     return cut_off
 
 

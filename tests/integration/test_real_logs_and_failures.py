@@ -12,6 +12,7 @@ from journey import make_job_dir, query, submit
 from lumberjack.ap import export as export_mod
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.errors import BadInput
 from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
@@ -28,7 +29,7 @@ def test_schedd_written_logs_round_trip(workspace: Path, state_dir: Path) -> Non
     try:
         for path in (native / "job_queue.log", testbed.ACCESS_POINT.spool_dir / "job_queue.log"):
             text = path.read_text(errors="surrogateescape")
-            assert jql.format_records(jql.parse_records(text)) == text
+            assert jqlw.format_records(jql.parse_records(text)) == text
             ads = jql.read_log(path)
             assert any(jql.key_kind(k) == "proc" for k in ads)
         ads = jql.read_log(native / "job_queue.log")

@@ -11,6 +11,7 @@ import pytest
 from conftest import load_fixture_module
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.site import agent
 from lumberjack.site.remote_pool import ExportLayout
 
@@ -86,7 +87,7 @@ def test_inputs_are_hard_linked_and_iwds_created(layout: ExportLayout) -> None:
 def test_the_queue_is_written_last(layout: ExportLayout, monkeypatch) -> None:
     """A schedd never sees the queue before every input and Iwd is there."""
     manifest = json.loads(Path(layout.bundle, "manifest.json").read_text())
-    real_write = jql.write_log
+    real_write = jqlw.write_log
     seen = []
 
     def spy(path, ads, *args, **kwargs):
@@ -100,7 +101,7 @@ def test_the_queue_is_written_last(layout: ExportLayout, monkeypatch) -> None:
         seen.append(path)
         return real_write(path, ads, *args, **kwargs)
 
-    monkeypatch.setattr(agent.jql, "write_log", spy)
+    monkeypatch.setattr(agent.jqlw, "write_log", spy)
     agent.place_queue(layout, SITE_USER, DOMAIN)
     assert len(seen) == 1
     assert Path(layout.pool, agent.PLACED_MARK).exists()
@@ -110,7 +111,7 @@ def test_the_queue_is_never_placed_twice(layout: ExportLayout) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
     queue = Path(layout.spool, "job_queue.log")
     # the schedd ran the jobs: its log moved on
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("4", "2")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("4", "2")))
     after_run = queue.read_bytes()
     assert agent.place_queue(layout, SITE_USER, DOMAIN) == {
         "placed": False,
@@ -138,15 +139,15 @@ def test_job_counts(layout: ExportLayout) -> None:
     assert agent.job_counts(layout) == {"idle": 2}
     agent.place_queue(layout, SITE_USER, DOMAIN)
     queue = Path(layout.spool, "job_queue.log")
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
     assert agent.job_counts(layout) == {"running": 1, "completed": 1}
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("5", "3")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("5", "3")))
     assert agent.job_counts(layout) == {"held": 1, "removed": 1}
 
 
 def test_status_reads_the_queue_without_a_pool(layout: ExportLayout) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
-    jql.write_log(
+    jqlw.write_log(
         Path(layout.spool, "job_queue.log"),
         site_bundle.queue_ads(layout.spool, statuses=("4", "4")),
     )
@@ -166,7 +167,7 @@ def test_main_prints_one_json_line(layout: ExportLayout, capsys) -> None:
 
 def test_status_of_several_exports_in_one_call(layout: ExportLayout, tmp_path, capsys) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
-    jql.write_log(
+    jqlw.write_log(
         Path(layout.spool, "job_queue.log"),
         site_bundle.queue_ads(layout.spool, statuses=("2", "4")),
     )
@@ -205,7 +206,7 @@ def test_allocation_status_counts_a_dead_allocations_running_jobs_as_idle(
     layout: ExportLayout,
 ) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
-    jql.write_log(
+    jqlw.write_log(
         Path(layout.spool, "job_queue.log"),
         site_bundle.queue_ads(layout.spool, statuses=("2", "4")),
     )
@@ -225,7 +226,7 @@ def test_allocation_stop_with_no_pilot_returns_at_once(layout: ExportLayout) -> 
 def test_a_dead_allocations_running_jobs_get_an_expired_lease(layout: ExportLayout) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
     queue = Path(layout.spool, "job_queue.log")
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
     before = jql.read_log(queue)
     (running,) = [k for k, ad in before.items() if ad.get("JobStatus") == "2"]
     assert agent.expire_leases(layout) == [running]

@@ -24,6 +24,7 @@ from lumberjack.ap import importer, output_writer, results, userlog
 from lumberjack.ap.bundle import MANIFEST
 from lumberjack.ap.export import Plan, write_bundle
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core import returns
 from lumberjack.errors import BadInput
 
@@ -66,7 +67,7 @@ class World:
                 "Iwd": json.dumps(f"{SPOOL}/7/{proc}/cluster7.proc{proc}.subproc0"),
                 "Out": json.dumps(f"out.{proc}"), "Err": json.dumps(f"err.{proc}"),
             })  # fmt: skip
-        jql.write_log(native / "job_queue.log", ads)
+        jqlw.write_log(native / "job_queue.log", ads)
         plan = Plan("calib", OWNER, [CLUSTER], ["7.0", "7.1"], self.bundle, SPOOL, 1, 10)
         iwds = {"7.0": str(self.iwd), "7.1": str(self.iwd)}
         write_bundle(plan, native / "job_queue.log", iwds, site="testsite")
@@ -96,7 +97,7 @@ class World:
         return self.returned / "7" / str(proc) / f"cluster7.proc{proc}.subproc0"
 
     def save(self) -> None:
-        jql.write_log(self.returned / "job_queue.log", self.queue)
+        jqlw.write_log(self.returned / "job_queue.log", self.queue)
 
     def run(self, **kw):
         self.save()
@@ -297,7 +298,7 @@ def test_sent_queue_changed_in_the_bundle_is_rebuilt_from_the_native_log(world: 
     spool_log = world.bundle / "spool" / "job_queue.log"
     ads = jql.read_log(spool_log)
     ads[jql.cluster_key(CLUSTER)].set("Arguments", '"evil"')
-    jql.write_log(spool_log, ads)
+    jqlw.write_log(spool_log, ads)
     _, merge, _ = world.plan()
     assert merge.ads[jql.cluster_key(CLUSTER)].get("Arguments") == '"safe"'
 
