@@ -137,6 +137,8 @@ def check_phase(record: ExportRecord, step: str) -> None:
 
 
 def run_step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -> dict:
+    """`action`, recorded in the ledger under `name` (an export's, or ledger.lease_key's)
+    before it acts and after: done with its answer, or failed with the error."""
     ledger.step(name, step, "started")
     try:
         result = action()
