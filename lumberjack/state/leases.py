@@ -21,7 +21,7 @@ from typing import Any
 
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.core.crashpoints import crash_point
-from lumberjack.errors import BadInput, Busy, LumberjackError
+from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
 from lumberjack.site.remote_pool import ExportLayout
@@ -29,7 +29,7 @@ from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger, lease_key
 from lumberjack.state.lifecycle import ship_condor_release
 from lumberjack.state.phases import LeasePhase, Phase, lease_move
 from lumberjack.state.plans import check_runtime, pool_plan, request_info, request_of
-from lumberjack.state.steps import Site, run_step
+from lumberjack.state.steps import Site, reported, run_step
 
 #: Phases of a joined export that still need the lease (its collector, new pilots).
 NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
@@ -271,17 +271,11 @@ def sync(ledger: Ledger, sites: dict[str, Site], hold: bool = False) -> list[dic
         if record.phase == LeasePhase.ENDED:
             continue
         entry: dict[str, Any] = {"name": lease_key(record.name), "lease": record.name}
-        try:
-            with ledger.lock(lease_key(record.name)):
-                current = ledger.get_lease(record.name)
-                if current.site not in sites:
-                    sites[current.site] = Site(find_profile(current.site), hold=hold)
-                entry["steps"] = sync_one(ledger, sites[current.site], current)
-        except Busy:
-            entry["steps"] = ["busy: skipped"]
-        except LumberjackError as exc:
-            entry["error"] = str(exc)
-            entry["exit_code"] = exc.exit_code
+        with reported(entry), ledger.lock(lease_key(record.name)):
+            current = ledger.get_lease(record.name)
+            if current.site not in sites:
+                sites[current.site] = Site(find_profile(current.site), hold=hold)
+            entry["steps"] = sync_one(ledger, sites[current.site], current)
         entry["phase"] = ledger.get_lease(record.name).phase.value
         results.append(entry)
     return results

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.core import crashpoints
-from lumberjack.errors import BadInput, LumberjackError, RemoteError
+from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.site.remote_pool import ExportLayout, lease_dir_name
 from lumberjack.state import phases
@@ -134,6 +136,19 @@ def layout_of(record: ExportRecord) -> ExportLayout:
 def check_phase(record: ExportRecord, step: str) -> None:
     """BadInput (nothing changed) when the table has no `step` from the export's phase."""
     phases.check(record.phase, step, record.name)
+
+
+@contextmanager
+def reported(entry: dict[str, Any]) -> Iterator[None]:
+    """One line of `sync`'s answer: a lock another process holds skips it, an error is
+    written into it (with its exit code) instead of ending the round."""
+    try:
+        yield
+    except Busy:
+        entry["steps"] = ["busy: skipped"]
+    except LumberjackError as exc:
+        entry["error"] = str(exc)
+        entry["exit_code"] = exc.exit_code
 
 
 def run_step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -> dict:

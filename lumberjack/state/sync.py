@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from lumberjack.errors import Busy, LumberjackError
+from lumberjack.errors import LumberjackError
 from lumberjack.site.batch.pilot import ALIVE
 from lumberjack.state import leases, phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.lifecycle import fetch, import_results, launch, refresh_status, ship
-from lumberjack.state.steps import Site, layout_of, site_for
+from lumberjack.state.steps import Site, layout_of, reported, site_for
 
 #: How many times `sync` submits pilots for an export before it asks a person.
 MAX_PILOT_ROUNDS = 10
@@ -125,22 +125,16 @@ def _sync(
             entry["would"] = "recover" if step == "rollback" else "advance"
             results.append(entry)
             continue
-        try:
-            with ledger.lock(record.name):
-                if schedd is None:
-                    schedd = _LocalScheddOnFirstUse()
-                current = ledger.get(record.name)
-                if phases.sync_step(current.phase) == "rollback":
-                    entry["steps"] = [recover_exporting(ledger, schedd, current)]
-                elif current.site:
-                    if current.site not in sites:
-                        sites[current.site] = open_site(current)
-                    entry["steps"] = advance(ledger, sites[current.site], schedd, record.name)
-        except Busy:
-            entry["steps"] = ["busy: skipped"]
-        except LumberjackError as exc:
-            entry["error"] = str(exc)
-            entry["exit_code"] = exc.exit_code
+        with reported(entry), ledger.lock(record.name):
+            if schedd is None:
+                schedd = _LocalScheddOnFirstUse()
+            current = ledger.get(record.name)
+            if phases.sync_step(current.phase) == "rollback":
+                entry["steps"] = [recover_exporting(ledger, schedd, current)]
+            elif current.site:
+                if current.site not in sites:
+                    sites[current.site] = open_site(current)
+                entry["steps"] = advance(ledger, sites[current.site], schedd, record.name)
         entry["phase"] = ledger.get(record.name).phase.value
         results.append(entry)
     return results
