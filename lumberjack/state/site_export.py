@@ -20,6 +20,7 @@ from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.errors import BadInput
 from lumberjack.profiles.request import REQUEST_FIELDS, build_request, report_dict, report_lines
 from lumberjack.profiles.sites import find_profile
+from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state import plans
 from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
@@ -85,7 +86,7 @@ def prepare(
             )
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=ledger.bundles_dir() / name,
-        remote_spool=f"{remote_dir}/spool",
+        remote_spool=ExportLayout(remote_dir).spool,
     )  # fmt: skip
     return SiteExport(
         plan=plan,
