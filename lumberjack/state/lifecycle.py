@@ -457,7 +457,7 @@ def import_results(
         raise ValueError("import needs the local schedd to merge the job ads into")
     how = {"work_dir": ledger.work_dir(record.name), "owner": record.owner,
            "bundle_reader": owner_of(record.owner) if record.owner else None,
-           "manifest_sha256": record.info.get("manifest_sha256")}  # fmt: skip
+           "manifest_sha256": record.info.get("manifest_sha256"), "site": record.site}  # fmt: skip
     if dry_run:
         return importer.run_import(None, record.bundle_dir, returned, dry_run=True, **how).to_json()
 
