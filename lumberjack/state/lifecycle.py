@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap import importer
+from lumberjack.ap import importer, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
@@ -430,8 +430,9 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
             raise ReturnRefused(f"{exc}; raise the cap and fetch again, or `condor_lumberjack "
                                 f"unexport --discard {record.name}` hands the jobs back unrun"
                                 ) from exc  # fmt: skip
+        logs = site_logs.fetch(site.conn, layout.root, ledger.work_dir(record.name))
         crash_point("fetch.before-ledger")
-        return {"stop": stopped, "received_files": report.sent_files,
+        return {"stop": stopped, "logs": logs, "received_files": report.sent_files,
                 "received_bytes": report.sent_bytes,
                 "skipped": [{"name": repr(path), "reason": why}
                             for path, why in report.bad_entries]}  # fmt: skip
