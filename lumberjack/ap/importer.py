@@ -277,7 +277,11 @@ def merge_queue(
             merge.completed += 1
         if status_of(there.get("JobStatus")) not in FINAL:
             merge.idle += 1
-    merge.not_sent = [ad.key for num, ad in back.items() if num not in sent_nums]
+    # The site's schedd keeps a user record (0.N) for the site account: bookkeeping.
+    merge.not_sent = [
+        ad.key for num, ad in back.items()
+        if num not in sent_nums and jql.key_kind(ad.key) != "user"
+    ]  # fmt: skip
     return merge
 
 

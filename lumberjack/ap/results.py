@@ -103,7 +103,7 @@ def take_results(
         elif good:
             ad.set(memory[0], good)
     if status is JobStatus.HELD:
-        _held_at(ad, site)
+        _held_at(ad, original, site)
     if not final:
         ad.set("JobStatus", str(int(JobStatus.IDLE)))
     return ad, changes
@@ -118,8 +118,18 @@ def _memory_usage(value: str, ad: jql.Ad) -> str | None:
     return result_attrs.memory_usage(ad.get("ResidentSetSize")) or ""
 
 
-def _held_at(ad: jql.Ad, site: str | None) -> None:
+#: Counted again by the local schedd as it takes a job held (seen on 25.14): a job that
+#: comes home held keeps its own, or its hold would count twice.
+HOLD_COUNTERS = ("NumHolds", "NumHoldsByReason")
+
+
+def _held_at(ad: jql.Ad, original: jql.Ad, site: str | None) -> None:
     """A job held at the site says so: "at site S: <the site's reason>"."""
+    for name in HOLD_COUNTERS:
+        if original.get(name) is None:
+            ad.delete(name)
+        else:
+            ad.set(name, original.get(name))
     reason = unquote_string(ad.get("HoldReason") or "")
     where = f"at site {site}" if site else "at the site"
     text = f"{where}: {reason}" if reason else f"{where}: held (no reason returned)"

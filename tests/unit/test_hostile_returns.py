@@ -226,6 +226,12 @@ def test_injected_job_is_reported_and_the_rest_imported(world: World) -> None:
     assert report.completed == 1 and (world.iwd / "out.0").exists()
 
 
+def test_site_schedds_user_record_is_ignored_without_a_word(world: World) -> None:
+    world.queue["0.2"] = jql.Ad("0.2", "User", "", {"Owner": '"hpcuser"'})
+    report = world.run()
+    assert report.not_sent == [] and report.completed == 1
+
+
 def test_extra_proc_of_our_cluster_is_reported(world: World) -> None:
     world.queue["7.5"] = jql.Ad("7.5", "Job", "Machine", {"JobStatus": "1"})
     _, merge, _ = world.plan()

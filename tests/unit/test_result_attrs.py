@@ -169,6 +169,7 @@ def test_job_held_at_the_site_comes_back_held_with_the_site_named() -> None:
     )  # fmt: skip
     new, _ = results.take_results(ad(JobStatus="1"), ad(JobStatus="1"), back, "perlmutter")
     assert new.get("JobStatus") == "5" and new.get("HoldReasonCode") == "3"
+    assert new.get("NumHolds") is None  # the local schedd counts the hold it is handed
     assert new.get("HoldReason") == (
         "\"at site perlmutter: The job attribute OnExitHold expression 'ExitCode == 4' "
         'evaluated to TRUE"'
