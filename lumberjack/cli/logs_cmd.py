@@ -39,6 +39,8 @@ def logs_command(name: str, job: str | None, as_json: bool) -> None:
     data: dict = {"ok": True, "name": name, "fetched": fetched}
     if not fetched:
         text = f"no site logs of {name!r} yet: they come home with `condor_lumberjack fetch {name}`"
+        if not record.site:
+            text = f"{name!r} is an offline bundle: it has no site logs"
         emit(as_json, {**data, "pilots": {}, "jobs": {}}, text)
         return
     if job is not None:

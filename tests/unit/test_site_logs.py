@@ -192,6 +192,13 @@ def invoke(*args: str):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
+def test_an_offline_bundle_has_no_site_logs(ledger: Ledger) -> None:
+    ledger.create("offline", site=None, bundle_dir=Path("/b"), remote_spool="/s",
+                  owner="alice", clusters=[8], jobs=["8.0"])  # fmt: skip
+    result = invoke("logs", "offline")
+    assert result.exit_code == 0 and "'offline' is an offline bundle" in result.stdout
+
+
 def test_logs_command_shows_pilots_jobs_and_one_job(ledger: Ledger, tmp_path: Path) -> None:
     result = invoke("logs", "calib")
     assert result.exit_code == 0 and "no site logs of 'calib' yet" in result.stdout
