@@ -18,6 +18,7 @@ COMMAND_MODULES = {
     "unexport": "export_cmd",
     "exports": "export_cmd",
     "inspect": "inspect_cmd",
+    "logs": "logs_cmd",
     "lease": "lease_cmd",
     "leases": "lease_cmd",
     "login": "login_cmd",

@@ -53,7 +53,7 @@ from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
-from lumberjack.site import pilot_token, remote_pool
+from lumberjack.site import gather_logs, pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.batch.pilot import ALIVE
@@ -473,7 +473,8 @@ def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
     )
     stop_pool(layout, runtime)
     _wait_gone(layout, None)
-    return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled}
+    return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled,
+            "logs": gather_logs.gather_safely(layout.root, launch)}  # fmt: skip
 
 
 def stop_pool(layout: ExportLayout, runtime: ContainerRuntime) -> None:
@@ -728,7 +729,8 @@ def allocation_stop(layout: ExportLayout, launch: dict) -> dict[str, Any]:
     batch = get_batch_system(launch["batch_system"])
     cancelled = cancel_pilots(layout, batch)
     wait_pilots_gone(layout, batch, "the spool is not final yet")
-    return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled}
+    return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled,
+            "logs": gather_logs.gather_safely(layout.root, launch)}  # fmt: skip
 
 
 def wait_pilots_gone(layout: ExportLayout, batch: Any, why: str) -> None:

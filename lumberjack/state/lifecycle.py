@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap import importer
+from lumberjack.ap import importer, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
@@ -189,8 +189,9 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
             raise ReturnRefused(f"{exc}; raise the cap and fetch again, or `condor_lumberjack "
                                 f"unexport --discard {record.name}` hands the jobs back unrun"
                                 ) from exc  # fmt: skip
+        logs = site_logs.fetch(site.conn, layout.root, ledger.work_dir(record.name))
         crash_point("fetch.before-ledger")
-        return {"stop": stopped, "received_files": report.sent_files,
+        return {"stop": stopped, "logs": logs, "received_files": report.sent_files,
                 "received_bytes": report.sent_bytes,
                 "skipped": [{"name": repr(path), "reason": why}
                             for path, why in report.bad_entries]}  # fmt: skip
@@ -216,7 +217,7 @@ def import_results(
         raise ValueError("import needs the local schedd to merge the job ads into")
     how = {"work_dir": ledger.work_dir(record.name), "owner": record.owner,
            "bundle_reader": owner_of(record.owner) if record.owner else None,
-           "manifest_sha256": record.info.get("manifest_sha256")}  # fmt: skip
+           "manifest_sha256": record.info.get("manifest_sha256"), "site": record.site}  # fmt: skip
     if dry_run:
         return importer.run_import(None, record.bundle_dir, returned, dry_run=True, **how).to_json()
 

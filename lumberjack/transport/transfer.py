@@ -186,6 +186,7 @@ def download(
     exclude: Sequence[str] = (),
     progress: Progress | None = None,
     limits: Limits | None = None,
+    max_files: int | None = None,
 ) -> TransferReport:
     """Make local_root hold the regular files below remote_root (but `exclude` globs,
     matched against relative paths and their parent directories); fetch only what is
@@ -198,6 +199,7 @@ def download(
     directory in a remote spool, core.returns.job_of) and the whole: judged on the sizes
     the site lists before anything moves, then on the bytes as they arrive; the site
     never reads a file over the per-file cap. Past a cap: ReturnRefused, at once.
+    `max_files` caps the files listed in all (for trees without jobs' directories).
     """
     started = time.monotonic()
     progress = progress or _Silent()
@@ -209,6 +211,8 @@ def download(
     wanted, bad = check_download_listing(listing, limits.file_bytes)
     if any(transfer_helper.excluded(entry.path, list(exclude)) for entry in wanted):
         raise RemoteError(f"{source}: listing holds excluded files; refusing it")
+    if max_files is not None and len(listing) > max_files:
+        raise ReturnRefused(f"{source}: more than {max_files} files listed; nothing fetched")
     guard = ReturnGuard(limits, source)
     for entry in wanted:  # the sizes the site declares: refused before anything moves
         guard.declare(entry.path, entry.size)

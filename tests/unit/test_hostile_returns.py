@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.ap import importer, output_writer, results, userlog
+from lumberjack.ap import importer, output_writer, result_attrs, results, userlog
 from lumberjack.ap.bundle import MANIFEST
 from lumberjack.ap.export import Plan, write_bundle
 from lumberjack.core import jobqueuelog as jql
@@ -151,9 +151,8 @@ def test_ordinary_results_are_imported(world: World) -> None:
         assert (world.iwd / "out.0").stat().st_uid == IDS[0]
 
 
-def test_result_attribute_list_is_one_list_of_groups() -> None:
-    groups = (results.STATUS, results.EXIT, results.TIMES, results.COUNTERS, results.USAGE)
-    assert set(results.RESULT_ATTRS) >= {a for g in groups for a in g}
+def test_result_attribute_list_is_one_table() -> None:
+    assert set(results.RESULT_ATTRS) == set(result_attrs.RESULTS)
     assert set(results.IDLE_RESULT_ATTRS) <= set(results.RESULT_ATTRS)
     dangerous = "Cmd Arguments Environment Requirements PreCmd Iwd TransferOutput Owner User"
     for name in dangerous.split() + ["TransferOutputRemaps", "UserLog"]:
@@ -226,6 +225,12 @@ def test_injected_job_is_reported_and_the_rest_imported(world: World) -> None:
     report = world.run()
     assert sorted(report.not_sent) == ["0999.-1", "999.0"]
     assert report.completed == 1 and (world.iwd / "out.0").exists()
+
+
+def test_site_schedds_user_record_is_ignored_without_a_word(world: World) -> None:
+    world.queue["0.2"] = jql.Ad("0.2", "User", "", {"Owner": '"hpcuser"'})
+    report = world.run()
+    assert report.not_sent == [] and report.completed == 1
 
 
 def test_extra_proc_of_our_cluster_is_reported(world: World) -> None:
