@@ -36,3 +36,15 @@ class LoginNeeded(LumberjackError):
     site allows no shared login, `sync --watch`)."""
 
     exit_code = 5
+
+
+class StateError(LumberjackError):
+    """The state directory or the ledger in it cannot be used (missing and not creatable,
+    not a directory, unwritable, corrupt, read-only, disk full); nothing changed."""
+
+    exit_code = 6
+
+
+#: A bug: an exception no code path expected. The CLI prints one line, not a traceback
+#: (LUMBERJACK_TRACEBACK=1 shows it).
+INTERNAL_ERROR_EXIT = 70
