@@ -60,7 +60,7 @@ def wants_json(argv: Sequence[str]) -> bool:
 def failure(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-line message for a failure (docs/exit-codes.md lists them)."""
     if isinstance(exc, LumberjackError):
-        return exc.exit_code, str(exc)
+        return exc.exit_code, _one_line(str(exc))
     if isinstance(exc, click.ClickException):
         return exc.exit_code, exc.format_message()
     if isinstance(exc, (click.Abort, KeyboardInterrupt)):

@@ -26,7 +26,13 @@ from typing import Any
 
 from lumberjack.ap.identity import user_writable_level
 from lumberjack.errors import BadInput, Busy, StateError
-from lumberjack.state.ledger_guard import Guarded, ledger_wait_s, state_problem, usable_state_dir
+from lumberjack.state.ledger_guard import (
+    Guarded,
+    check_undamaged,
+    ledger_wait_s,
+    state_problem,
+    usable_state_dir,
+)
 from lumberjack.state.phases import LeasePhase, Phase, check, ends, lease_move
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -176,6 +182,8 @@ class Ledger:
             )
         if info.st_mode & 0o077:
             os.chmod(self.path, 0o600)
+        if info.st_size:
+            check_undamaged(self.path)
         db = sqlite3.connect(self.path, timeout=ledger_wait_s(), isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,30 @@ def usable_state_dir(directory: Path) -> None:
     fs = os.statvfs(directory)
     if fs.f_bavail * fs.f_frsize < MIN_FREE_BYTES:
         raise StateError(_full(directory))
+
+
+def check_undamaged(ledger: Path, tries: int = 3) -> None:
+    """sqlite3.DatabaseError when the ledger's file is not an intact SQLite database,
+    found before it is opened for use: that open would create its -wal and -shm files.
+    Read as immutable (no locks, no files made); a page torn by another process's
+    checkpoint fails once, damage fails every time."""
+    uri = f"{ledger.absolute().as_uri()}?immutable=1"
+    for attempt in range(tries):
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            answer = db.execute("PRAGMA quick_check(1)").fetchone()
+            if answer and answer[0] == "ok":
+                return
+            problem: sqlite3.Error = sqlite3.DatabaseError(
+                f"database disk image is malformed: {answer[0]}"
+            )
+        except sqlite3.DatabaseError as exc:
+            problem = exc
+        finally:
+            db.close()
+        if attempt + 1 < tries:
+            time.sleep(0.05)
+    raise problem
 
 
 def state_problem(exc: BaseException, ledger: Path) -> LumberjackError:
