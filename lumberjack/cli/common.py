@@ -13,7 +13,13 @@ from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
-from lumberjack.errors import INTERNAL_ERROR_EXIT, LumberjackError, StateError
+from lumberjack.errors import (
+    EXIT_CODES,
+    INTERNAL_ERROR_EXIT,
+    INTERRUPTED_EXIT,
+    LumberjackError,
+    StateError,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,8 +83,6 @@ def failure(exc: BaseException) -> tuple[int, str]:
     )
 
 
-#: Exit code of a command stopped by Ctrl-C (as shells report SIGINT).
-INTERRUPTED_EXIT = 130
 _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 
@@ -94,6 +98,12 @@ def report_failure(exc: BaseException, as_json: bool) -> int:
     else:
         click.echo(f"error: {message}", err=True)
     return code
+
+
+def exit_codes_help() -> str:
+    """The exit codes for --help (click keeps the lines of a \\b paragraph as they are)."""
+    lines = [f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()]
+    return "\b\nExit codes (docs/exit-codes.md):\n" + "\n".join(lines)
 
 
 def _one_line(text: str) -> str:

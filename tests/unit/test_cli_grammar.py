@@ -185,3 +185,29 @@ def test_an_unexpected_exception_is_one_line_and_exit_70(monkeypatch) -> None:
     assert result.exit_code == 70
     assert result.stderr.count("\n") == 1 and "internal error" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_exit_codes_are_documented_once_and_listed_in_help() -> None:
+    from lumberjack.errors import EXIT_CODES
+
+    doc = (Path(__file__).parents[2] / "docs" / "exit-codes.md").read_text()
+    documented = {int(row.split("|")[1]) for row in doc.splitlines()
+                  if row.startswith("|") and row.split("|")[1].strip().isdigit()}  # fmt: skip
+    assert documented == set(EXIT_CODES)
+    text = CliRunner().invoke(cli, ["--help"]).stdout
+    for code, meaning in EXIT_CODES.items():
+        assert f"{code:>3}  {meaning}" in text
+
+
+def test_shell_completion_works_as_documented(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "shell-completion.md").read_text()
+    assert "_CONDOR_LUMBERJACK_COMPLETE=bash_source condor_lumberjack" in doc
+    env = {**os.environ, "_CONDOR_LUMBERJACK_COMPLETE": "bash_source"}
+    script = subprocess.run([sys.executable, "-c", "from lumberjack.cli import main; main()"],
+                            env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert script.returncode == 0 and "_condor_lumberjack_completion" in script.stdout
+    env.update(_CONDOR_LUMBERJACK_COMPLETE="bash_complete", COMP_WORDS="condor_lumberjack si",
+               COMP_CWORD="1")  # fmt: skip
+    words = subprocess.run([sys.executable, "-c", "from lumberjack.cli import main; main()"],
+                           env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert words.stdout.split() == ["plain,sites"]
