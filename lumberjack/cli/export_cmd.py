@@ -100,12 +100,12 @@ def export_command(
         check_name(name)
     if site is not None:
         check_request(site, lease, **request_flags)
+    if lease is not None and out is not None:
+        raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
     if out is not None and not remote_spool:
         raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
     ledger = Ledger()
     if lease is not None:
-        if out is not None:
-            raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
         from lumberjack.state import leases
 
         site = leases.site_to_join(ledger, lease, site, request_flags)
