@@ -55,6 +55,7 @@ BAD_INPUT = [
     (["lease", "create", "pool", "--site", "nosuch"], "nosuch"),
     (["sites", "show", "nosuch"], "nosuch"),
     (["login", "nosuch"], "nosuch"),
+    (["login", "testbed-mfa", "--persist", "soon"], "--persist"),
 ]
 
 
@@ -66,6 +67,14 @@ def test_bad_input_is_named_with_exit_2_before_any_schedd(no_schedd, args, named
     assert named in text.stderr
     answer = json.loads(_lumberjack(no_schedd, *args, "--json").stdout)
     assert answer["ok"] is False and named in answer["error"]
+
+
+def test_good_input_goes_on_to_the_schedd_which_is_not_there(no_schedd) -> None:
+    """The control for the cases above: in this environment a command that passes its
+    checks does ask for the schedd (and fails to find one)."""
+    done = _lumberjack(no_schedd, "export", "--ids", "12", "--site", "testbed", "--json")
+    assert done.returncode == 1
+    assert "cannot reach the local schedd" in json.loads(done.stdout)["error"]
 
 
 @pytest.mark.parametrize(
