@@ -44,6 +44,22 @@ class Selection:
     constraint: str | None = None
     ids: tuple[str, ...] = ()
 
+    def check(self) -> str:
+        """The constraint, checked without a schedd (ids' syntax, the expression parses);
+        raises BadInput naming the input."""
+        constraint = self.to_constraint()
+        if self.constraint:
+            import classad2  # late: the bindings are only needed once jobs are selected
+
+            try:
+                classad2.ExprTree(constraint)
+            except Exception:  # noqa: BLE001  (classad2 raises its own ClassAdException)
+                raise BadInput(
+                    f"--constraint {constraint!r} is not a ClassAd expression; "
+                    """write e.g. -c 'JobBatchName == "calib"'"""
+                ) from None
+        return constraint
+
     def to_constraint(self) -> str:
         if bool(self.constraint) == bool(self.ids):
             raise BadInput("select jobs with exactly one of --constraint or --ids")

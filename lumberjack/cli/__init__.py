@@ -7,7 +7,7 @@ import importlib
 import click
 
 from lumberjack import __version__
-from lumberjack.cli.common import LumberjackGroup
+from lumberjack.cli.common import LumberjackGroup, exit_codes_help
 
 #: The module (in lumberjack/cli/) that defines each command; importing it registers the
 #: command on `cli`. A run imports only its command's module, so `status` or `import`
@@ -50,6 +50,7 @@ class LazyCommands(LumberjackGroup):
 @click.group(
     cls=LazyCommands,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+    epilog=exit_codes_help(),
 )
 @click.version_option(__version__, prog_name="condor_lumberjack")
 def cli() -> None:

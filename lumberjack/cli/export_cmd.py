@@ -16,9 +16,10 @@ from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import request_options
+from lumberjack.cli.request_options import check_request, request_options
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state import phases
+from lumberjack.ap.names import check_name
 from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase
@@ -96,10 +97,17 @@ def export_command(
     """
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
+    selection.check()  # the input first: no schedd or site is asked about a typo
+    if name is not None:
+        check_name(name)
+    if site is not None:
+        check_request(site, lease, **request_flags)
+    if lease is not None and out is not None:
+        raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
+    if out is not None and not remote_spool:
+        raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
     ledger = Ledger()
     if lease is not None:
-        if out is not None:
-            raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
         from lumberjack.state import leases
 
         site = leases.site_to_join(ledger, lease, site, request_flags)
@@ -116,8 +124,6 @@ def export_command(
                                     lease=lease)  # fmt: skip
         emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
         return
-    if not remote_spool:
-        raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=out.resolve(), remote_spool=remote_spool
     )

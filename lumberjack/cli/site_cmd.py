@@ -11,8 +11,10 @@ import click
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import request_options
+from lumberjack.cli.request_options import Duration, check_request, request_options
+from lumberjack.core.units import format_walltime
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
+from lumberjack.ap.names import check_name
 from lumberjack.state import lifecycle, phases, steps, sync
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
@@ -220,11 +222,14 @@ def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_j
     help="Keep advancing until no export has a step left, over one connection per site "
     "held all along (asks once at an MFA site that allows no connection sharing).",
 )
-@click.option("--poll", default=30.0, metavar="SECONDS", help="Seconds between rounds of --watch.")
+@click.option(
+    "--poll", type=Duration(), default="30s", metavar="DURATION",
+    help='Time between rounds of --watch ("30s", "2m"; a bare number is seconds).',
+)  # fmt: skip
 @dry_run_option
 @json_option
 def sync_command(
-    names: tuple[str, ...], watch: bool, poll: float, dry_run: bool, as_json: bool
+    names: tuple[str, ...], watch: bool, poll: int, dry_run: bool, as_json: bool
 ) -> None:
     """Advance every export one safe step or more; for cron, safe to run every minute.
 
@@ -244,6 +249,8 @@ def sync_command(
       condor_lumberjack sync --watch
     """
     ledger = Ledger()
+    for name in names:
+        ledger.get(name)  # an unknown name is a typo (exit 2), not "nothing to do"
     if not watch:
         _sync_round(ledger, sync.sync(ledger, names=names, dry_run=dry_run), dry_run, as_json)
         return
@@ -298,16 +305,34 @@ def _sync_round(
 
 
 @cli.command("run")
-@click.option("-c", "--constraint", metavar="EXPR", help="ClassAd constraint (whole clusters).")
-@click.option("--ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC.")
+@click.option(
+    "-c",
+    "--constraint",
+    "-jobconstraint",
+    "constraint",
+    metavar="EXPR",
+    help="ClassAd constraint (whole clusters).",
+)
+@click.option(
+    "--ids", "-ids", "ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC."
+)  # fmt: skip
 @click.argument("more_ids", nargs=-1, metavar="[ID...]")
 @click.option("--site", help="Site profile the jobs go to (or --lease).")
 @click.option("--lease", metavar="NAME", help="Join lease NAME: its site, collector, pilots.")
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @request_options
 @click.option("--wait/--no-wait", default=True, help="Block until imported.")
-@click.option("--poll", default=30.0, metavar="SECONDS", help="Seconds between status checks.")
-@click.option("--timeout", default=0.0, metavar="SECONDS", help="Give up waiting (0: never).")
+@click.option(
+    "--poll",
+    type=Duration(),
+    default="30s",
+    metavar="DURATION",
+    help='Time between status checks ("30s", "2m"; a bare number is seconds).',
+)
+@click.option(
+    "--timeout", type=Duration(), default="0", metavar="DURATION",
+    help='Give up waiting after this long ("4h", "90m"; 0: never).',
+)  # fmt: skip
 @dry_run_option
 @json_option
 def run_command(
@@ -318,8 +343,8 @@ def run_command(
     lease: str | None,
     name: str | None,
     wait: bool,
-    poll: float,
-    timeout: float,
+    poll: int,
+    timeout: int,
     dry_run: bool,
     as_json: bool,
     **request_flags: Any,
@@ -344,6 +369,11 @@ def run_command(
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
+    selection.check()  # the input first: no schedd or site is asked about a typo
+    if name is not None:
+        check_name(name)
+    if site is not None:
+        check_request(site, lease, **request_flags)
     ledger = Ledger()
     if lease is not None:
         site = leases.site_to_join(ledger, lease, site, request_flags)
@@ -379,8 +409,8 @@ def _wait(
     name: str,
     site: steps.Site,
     wait: bool,
-    poll: float,
-    timeout: float,
+    poll: int,
+    timeout: int,
 ) -> None:
     """Sync one export over `site` until imported (once without `wait`)."""
     deadline = time.monotonic() + timeout if timeout > 0 else None
@@ -395,5 +425,7 @@ def _wait(
         if record.phase == Phase.IMPORTED or not wait:
             return
         if deadline is not None and time.monotonic() > deadline:
-            raise Busy(f"{name} is still {record.phase} after {timeout:.0f} s; `sync` goes on")
+            raise Busy(
+                f"{name} is still {record.phase} after {format_walltime(timeout)}; `sync` goes on"
+            )
         time.sleep(poll)

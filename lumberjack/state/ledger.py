@@ -26,7 +26,14 @@ from typing import Any
 from lumberjack.ap.identity import user_writable_level
 from lumberjack.ap.names import check_name
 from lumberjack.ap.state_home import state_dir
-from lumberjack.errors import BadInput, Busy
+from lumberjack.errors import BadInput, Busy, StateError
+from lumberjack.state.ledger_guard import (
+    Guarded,
+    check_undamaged,
+    ledger_wait_s,
+    state_problem,
+    usable_state_dir,
+)
 from lumberjack.state.phases import LeasePhase, Phase, check, ends, lease_move
 
 SCHEMA = """
@@ -69,7 +76,7 @@ def check_root_owned(path: Path) -> None:
     found = user_writable_level(path)
     if found is not None:
         level, how = found
-        raise BadInput(
+        raise StateError(
             f"state directory {path}: {level} {how}; root keeps its state only where no "
             "user can write (set LUMBERJACK_STATE_DIR)"
         )
@@ -129,10 +136,14 @@ class Ledger:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or state_dir()
         check_root_owned(self.directory)
-        # 0711: the schedd writes an export's queue into the bundle as the job's owner,
-        # who may not be the account running lumberjack (root on an access point).
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.path = self.directory / "ledger.sqlite"
+        try:
+            self._db = Guarded(self._open(), self.path)
+        except (OSError, sqlite3.Error) as exc:
+            raise state_problem(exc, self.path) from None
+
+    def _open(self) -> sqlite3.Connection:
+        usable_state_dir(self.directory)
         # Only this account reads the ledger (jobs, paths, sites of every user); SQLite
         # gives its -wal and -shm files the database's mode. Never open and close the
         # file itself once it exists: closing any descriptor of it drops this process's
@@ -143,12 +154,27 @@ class Ledger:
                 os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
                 pass
-        if os.stat(self.path).st_mode & 0o077:
+        info = os.stat(self.path)
+        if not stat.S_ISREG(info.st_mode):
+            raise StateError(f"ledger {self.path} is not a regular file; move it aside")
+        if not os.access(self.path, os.R_OK | os.W_OK):
+            raise StateError(
+                f"ledger {self.path} is read-only; make it writable for this account "
+                "(chmod u+rw) or set LUMBERJACK_STATE_DIR"
+            )
+        if info.st_mode & 0o077:
             os.chmod(self.path, 0o600)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        if info.st_size:
+            check_undamaged(self.path)
+        db = sqlite3.connect(self.path, timeout=ledger_wait_s(), isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         self._db.close()

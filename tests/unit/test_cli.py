@@ -67,7 +67,7 @@ def test_help_texts_name_the_phases_of_the_table() -> None:
 
 def test_run_help_shows_its_defaults() -> None:
     text = invoke("run", "--help").stdout
-    assert "[default: 30.0]" in text  # --poll
+    assert "[default: 30s]" in text  # --poll
     assert "[default: wait]" in text
 
 
