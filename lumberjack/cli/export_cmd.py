@@ -12,6 +12,7 @@ from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
 from lumberjack.ap.bundle import read_manifest_once
 from lumberjack.ap.identity import acting_as, owner_of_path
+from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
@@ -19,7 +20,6 @@ from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import check_request, request_options
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state import phases
-from lumberjack.ap.names import check_name
 from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase

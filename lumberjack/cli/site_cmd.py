@@ -8,13 +8,13 @@ from typing import Any, Callable
 
 import click
 
+from lumberjack.ap.names import check_name
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import Duration, check_request, request_options
 from lumberjack.core.units import format_walltime
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
-from lumberjack.ap.names import check_name
 from lumberjack.state import lifecycle, phases, steps, sync
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
