@@ -12,7 +12,12 @@ from lumberjack.state.ledger import Ledger
 
 @cli.command("logs")
 @click.argument("name")
-@click.option("--job", "job", metavar="ID", help="Show this job's logs from the site (12.3).")
+@click.option(
+    "--job",
+    "job",
+    metavar="ID",
+    help="Show only this job's logs from the site (12.3); default: every job's.",
+)
 @json_option
 def logs_command(name: str, job: str | None, as_json: bool) -> None:
     """Show what the site logged for an export: the pilots' batch output, and each

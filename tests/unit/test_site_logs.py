@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from lumberjack.ap import site_logs
 from lumberjack.cli import cli
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.jobqueuelog_write import write_log
 from lumberjack.errors import BadInput
 from lumberjack.site import gather_logs
 from lumberjack.site.gather_logs import FILE_MAX, gather
@@ -70,7 +71,7 @@ def make_export(root: Path) -> Path:
         "9.2": jql.Ad("9.2", "Job", "Machine", {"JobStatus": "1"}),
     }
     (root / "spool").mkdir(parents=True)
-    jql.write_log(root / "spool" / "job_queue.log", ads)
+    write_log(root / "spool" / "job_queue.log", ads)
     node = root / "pilots" / "nodes" / "pilot-1-c1" / "log"
     node.mkdir(parents=True)
     (node / "StartLog").write_text(START_LOG)
