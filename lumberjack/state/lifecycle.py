@@ -36,7 +36,7 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
-from lumberjack.profiles.sites import SiteProfile, find_profile
+from lumberjack.profiles.sites import SiteProfile, check_not_retired, find_profile
 from lumberjack.site.remote_pool import ExportLayout, lease_dir_name
 from lumberjack.site.runtime import release_names
 from lumberjack.state import phases
@@ -363,6 +363,7 @@ def check_pilots(request: ResourceRequest, profile: SiteProfile) -> None:
 def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Start the remote pool on the shipped queue and submit the pilots."""
     check_phase(record, "launch")
+    check_not_retired(site.profile)
     check_runtime(site.profile)
     if record.phase == Phase.SHIPPED:  # a first launch; later rounds were allowed then
         check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))

@@ -7,17 +7,22 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import lumberjack.profiles
+from lumberjack.cli import cli
 from lumberjack.errors import BadInput
 from lumberjack.profiles.sites import (
+    check_not_retired,
     find_profile,
     list_profiles,
     load_profile,
+    load_profiles,
     profile_dirs,
     profile_files,
     shipped_profile_dir,
 )
+from lumberjack.state import leases
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
@@ -309,24 +314,77 @@ def test_local_paths_expand_and_resolve_against_the_profile(tmp_path, monkeypatc
 def test_profile_dirs_order(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
     dirs = profile_dirs()
-    assert dirs[0] == PACKAGED
     assert SHIPPED.resolve() == PACKAGED.resolve()  # the checkout's site-profiles/ links to it
-    assert dirs[1:] == [
+    assert dirs == [
         tmp_path / "a",
         tmp_path / "b",
         tmp_path / "home" / ".config" / "condor-lumberjack" / "sites",
+        PACKAGED,
     ]
 
 
-def test_later_directories_override_and_add(tmp_path, monkeypatch):
+def test_first_directory_wins_as_the_readme_says(tmp_path, monkeypatch):
+    """$LUMBERJACK_SITE_PROFILES (in its order), then ~/.config/..., then the shipped ones."""
     user_dir = tmp_path / "home" / ".config" / "condor-lumberjack" / "sites"
-    write_profile(user_dir, "perlmutter", text=MINIMAL)
-    write_profile(tmp_path / "extra", "mysite")
-    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
+    write_profile(user_dir, "perlmutter", text=MINIMAL.replace("Example HPC", "user copy"))
+    write_profile(user_dir, "polaris", text=MINIMAL.replace("Example HPC", "user polaris"))
+    write_profile(tmp_path / "a", "perlmutter", text=MINIMAL.replace("Example HPC", "env a"))
+    write_profile(tmp_path / "b", "perlmutter", text=MINIMAL.replace("Example HPC", "env b"))
+    write_profile(tmp_path / "b", "mysite")
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
     files = profile_files()
-    assert files["perlmutter"] == user_dir / "perlmutter.toml"
-    assert files["mysite"] == tmp_path / "extra" / "mysite.toml"
-    assert find_profile("perlmutter").system == "Example HPC"
+    assert files["perlmutter"] == tmp_path / "a" / "perlmutter.toml"
+    assert files["polaris"] == user_dir / "polaris.toml"
+    assert files["mysite"] == tmp_path / "b" / "mysite.toml"
+    assert files["frontier"] == PACKAGED / "frontier.toml"
+    assert find_profile("perlmutter").system == "env a"
+    assert find_profile("polaris").system == "user polaris"
+    readme = (REPO / "docs" / "site-profiles.md").read_text()
+    assert "`$LUMBERJACK_SITE_PROFILES` (each directory in the order given), then" in readme
+
+
+def test_a_broken_profile_is_reported_and_skipped(tmp_path, monkeypatch):
+    write_profile(tmp_path / "extra", "mysite")
+    (tmp_path / "extra" / "broken.toml").write_text("[site\nname = 1\n")
+    write_profile(tmp_path / "extra", "wrongkey", text=MINIMAL + "colour = 1\n")
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
+    loaded, broken = load_profiles()
+    names = [profile.name for profile in loaded]
+    assert names == sorted([*TESTBED_SITES, *REAL_SITES, "mysite"])
+    assert [line.split(":")[0] for line in broken] == [
+        "skipped extra/broken.toml",  # shown relative to the current directory
+        "skipped extra/wrongkey.toml",
+    ]
+    assert "not valid TOML" in broken[0]
+    assert [p.name for p in list_profiles()] == names
+    with pytest.raises(BadInput, match="broken.toml: not valid TOML"):
+        find_profile("broken")  # naming it still says what is wrong
+
+
+def test_sites_list_names_a_broken_profile_and_lists_the_rest(tmp_path, monkeypatch):
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "broken.toml").write_text("not toml at all [")
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
+    result = CliRunner().invoke(cli, ["sites", "list"])
+    assert result.exit_code == 0, result.output
+    assert "skipped " in result.stderr and "broken.toml: not valid TOML" in result.stderr
+    assert "perlmutter" in result.stdout and "polaris" in result.stdout
+
+
+def test_a_retired_site_is_refused_with_its_successor():
+    theta = find_profile("theta")
+    assert theta.retired and theta.successor == "polaris"
+    with pytest.raises(BadInput) as info:
+        check_not_retired(theta)
+    assert str(info.value) == (
+        'site theta (ALCF Theta (retired)) is retired; use its successor "polaris"'
+    )
+    assert info.value.exit_code == 2
+    check_not_retired(find_profile("polaris"))  # a live site passes
+    with pytest.raises(BadInput, match="is retired"):
+        leases.check_site(theta)  # lease create and export --lease
+    result = CliRunner().invoke(cli, ["sites", "show", "theta"])
+    assert "[RETIRED; use polaris]" in result.stdout
 
 
 def test_unknown_site_names_the_known_ones():
