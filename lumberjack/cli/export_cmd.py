@@ -88,7 +88,8 @@ def export_command(
 
     \b
     Examples:
-      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --nodes 4
+      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --nodes 4 \\
+          --allocation m1234
       condor_lumberjack export --ids 12 13 --site testbed --walltime 2h --dry-run
       condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
       condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib

@@ -358,7 +358,8 @@ def run_command(
     \b
     Examples:
       condor_lumberjack run --ids 12 --site testbed --nodes 3 --wait
-      condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h
+      condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h \\
+          --allocation m1234
       condor_lumberjack run -c 'JobBatchName == "calib"' --lease calib --wait
     """
     from lumberjack.ap import export as export_mod
