@@ -398,6 +398,7 @@ class BatchSettings(_Table):
     setup: SetupLines = ()
     launcher: StrictStr = ""  # "": the batch system's default
     chunk_resources: ChunkResources = ()
+    memory_request: StrictBool = True  # false: the site refuses any (TACC's Slurm: --mem)
 
     @field_validator("launcher", mode="before")
     @classmethod

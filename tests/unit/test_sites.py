@@ -27,7 +27,10 @@ from lumberjack.state import leases
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
 PACKAGED = Path(lumberjack.profiles.__file__).parent / "site-profiles"
-REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
+REAL_SITES = [
+    "perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta",
+    "aurora", "stampede3",
+]  # fmt: skip
 TESTBED_SITES = [
     "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
 ]  # fmt: skip
@@ -393,9 +396,9 @@ def test_unknown_site_names_the_known_ones():
         find_profile("perlmuter")
     message = str(info.value)
     assert message.startswith(
-        "unknown site 'perlmuter'; known sites: anvil, bridges2, delta, expanse, frontier, "
-        "perlmutter, polaris, testbed, testbed-alloc, testbed-mfa, testbed-mfa-nosharing, "
-        "testbed-nocontainer, theta"
+        "unknown site 'perlmuter'; known sites: anvil, aurora, bridges2, delta, expanse, "
+        "frontier, perlmutter, polaris, stampede3, testbed, testbed-alloc, testbed-mfa, "
+        "testbed-mfa-nosharing, testbed-nocontainer, theta"
     )
     assert message.endswith('did you mean "perlmutter"?')
 
@@ -511,10 +514,16 @@ def test_real_sites_login_and_placement():
         "delta": ("mfa", True, "login", "apptainer"),
         "bridges2": ("key", True, "login", "singularity"),
         "theta": ("mfa", True, "login", "singularity"),
+        "aurora": ("mfa", True, "allocation", "apptainer"),
+        "stampede3": ("mfa", True, "allocation", "apptainer"),
     }
     assert find_profile("polaris").schedd.max_running_jobs == 64  # 128 login-node tasks
     assert find_profile("testbed").auth == "key"
-    assert all(find_profile(name).checked == "2026-11-23" for name in REAL_SITES)
+    checked = {name: find_profile(name).checked for name in REAL_SITES}
+    assert {name for name, date in checked.items() if date == "2026-11-25"} == {
+        "aurora", "stampede3", "anvil", "expanse", "polaris", "bridges2",
+    }  # fmt: skip
+    assert set(checked.values()) == {"2026-11-23", "2026-11-25"}
 
 
 def test_real_sites_limits_fixed_from_the_docs():
@@ -526,3 +535,31 @@ def test_real_sites_limits_fixed_from_the_docs():
     theta = find_profile("theta")
     assert max(q.max_nodes for q in theta.queues) == 4100
     assert {q.batch_queue for q in theta.queues if q.name.startswith("default")} == {"default"}
+
+
+def test_aurora_jobs_name_their_filesystems_project_and_modules():
+    aurora = find_profile("aurora")
+    assert (aurora.batch_system, aurora.auth, aurora.allocation_required) == ("pbs", "mfa", True)
+    assert "#PBS -l filesystems=home:flare" in aurora.batch.extra_directives
+    assert aurora.batch.setup[0] == "module use /soft/modulefiles"
+    assert [q.name for q in aurora.queues if q.batch_queue == "prod"] == [
+        "prod-small", "prod-medium", "prod-large",
+    ]  # fmt: skip
+    assert aurora.checked == "2026-11-25"
+
+
+def test_stampede3_pilots_ask_for_no_memory():
+    from lumberjack.profiles.request import build_request, pilot_spec
+    from lumberjack.site.batch import get_batch_system
+
+    scripts = {}
+    for name in ("stampede3", "frontier"):
+        profile = find_profile(name)
+        spec = pilot_spec(
+            build_request(profile, allocation="proj1"), profile, name="lj-p0",
+            node_command="run-startd", retire_command="retire", output_dir="/o", env={},
+        )  # fmt: skip
+        scripts[name] = get_batch_system(profile.batch_system).render_pilot_script(spec)
+    assert "#SBATCH --exclusive" in scripts["stampede3"]
+    assert "#SBATCH --mem" not in scripts["stampede3"]
+    assert "#SBATCH --mem=0" in scripts["frontier"]  # other whole-node sites keep it
