@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from importlib import resources
 from pathlib import Path
@@ -389,6 +390,10 @@ def test_a_retired_site_is_refused_with_its_successor():
         leases.check_site(theta)  # lease create and export --lease
     result = CliRunner().invoke(cli, ["sites", "show", "theta"])
     assert "[RETIRED; use polaris]" in result.stdout
+    # export names it before any schedd is asked (none runs in the unit tests)
+    result = CliRunner().invoke(cli, ["export", "--ids", "1", "--site", "theta", "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"].endswith('is retired; use its successor "polaris"')
 
 
 def test_unknown_site_names_the_known_ones():
