@@ -532,6 +532,13 @@ def test_real_sites_login_and_placement():
 
 
 def test_real_sites_limits_fixed_from_the_docs():
+    expanse = find_profile("expanse")  # SDSC: --mem=249208M / 377308M, partitions table
+    assert expanse.queue("compute").memory_per_node_mb == 243 * 1024
+    assert expanse.queue("gpu").memory_per_node_mb == 368 * 1024
+    assert expanse.queue("gpu-shared").gpus_per_node == 3  # "fewer than 4 GPUs"
+    assert expanse.queue("shared").cores_per_node == 127  # "fewer than 128 cores"
+    assert find_profile("aurora").queue("debug").memory_per_node_mb == 960 * 1024
+    assert find_profile("stampede3").batch.memory_request is False
     assert find_profile("frontier").queue("batch-large").max_nodes == 9472
     delta = find_profile("delta")
     assert delta.queue("cpu-interactive").max_walltime_s == 30 * 60
