@@ -538,6 +538,9 @@ def test_real_sites_limits_fixed_from_the_docs():
     assert expanse.queue("gpu-shared").gpus_per_node == 3  # "fewer than 4 GPUs"
     assert expanse.queue("shared").cores_per_node == 127  # "fewer than 128 cores"
     assert find_profile("aurora").queue("debug").memory_per_node_mb == 960 * 1024
+    anvil = find_profile("anvil")  # RCAC: sfeatures 257400 MB / 515400 MB, 12 GPUs a user
+    assert anvil.queue("wholenode").memory_per_node_mb == 251 * 1024
+    assert (anvil.queue("gpu").memory_per_node_mb, anvil.queue("gpu").max_nodes) == (503 * 1024, 3)
     assert find_profile("stampede3").batch.memory_request is False
     assert find_profile("frontier").queue("batch-large").max_nodes == 9472
     delta = find_profile("delta")
