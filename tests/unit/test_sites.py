@@ -578,3 +578,21 @@ def test_stampede3_pilots_ask_for_no_memory():
     assert "#SBATCH --exclusive" in scripts["stampede3"]
     assert "#SBATCH --mem" not in scripts["stampede3"]
     assert "#SBATCH --mem=0" in scripts["frontier"]  # other whole-node sites keep it
+
+
+def test_launch_refuses_a_retired_site_before_touching_it(tmp_path):
+    """`launch` (and so `sync`) at a site retired since the export: one line, exit 2,
+    before any command reaches the site (the stand-in site has no connection)."""
+    from types import SimpleNamespace
+
+    from lumberjack.state import lifecycle
+    from lumberjack.state.ledger import ExportRecord
+    from lumberjack.state.phases import Phase
+
+    record = ExportRecord(
+        name="calib", site="theta", phase=Phase.SHIPPED, created=0.0, updated=0.0,
+        bundle_dir=tmp_path, remote_spool="/x/spool", owner=None, clusters=[1], jobs=["1.0"],
+    )  # fmt: skip
+    site = SimpleNamespace(profile=find_profile("theta"))  # no .conn: touching it would fail
+    with pytest.raises(BadInput, match='is retired; use its successor "polaris"'):
+        lifecycle.launch(ledger=None, site=site, record=record)
