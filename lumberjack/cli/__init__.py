@@ -58,8 +58,9 @@ def cli() -> None:
 
     \b
     Typical journey:
-      condor_lumberjack sites check perlmutter --nodes 4 --walltime 2h
-      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --name calib
+      condor_lumberjack sites check perlmutter --nodes 4 --walltime 2h --allocation m1234
+      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter \\
+          --allocation m1234 --name calib
       condor_lumberjack login polaris   # MFA sites: once a day, asks for the code
       condor_lumberjack sync            # from cron, every minute
       condor_lumberjack status calib

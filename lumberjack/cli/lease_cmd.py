@@ -28,7 +28,8 @@ def lease_group() -> None:
 
     \b
     Examples:
-      condor_lumberjack lease create calib --site anvil --nodes 4 --walltime 4h
+      condor_lumberjack lease create calib --site anvil --nodes 4 --walltime 4h \\
+          --allocation abc123456
       condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
       condor_lumberjack lease status calib
       condor_lumberjack lease shutdown calib
@@ -57,7 +58,8 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
     \b
     Examples:
       condor_lumberjack lease create calib --site testbed --nodes 2 --walltime 30m
-      condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 --dry-run
+      condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 \\
+          --allocation abc123456 --dry-run
     """
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile

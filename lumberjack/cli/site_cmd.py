@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import click
 
 from lumberjack.ap.names import check_name
-from lumberjack.cli import cli
+from lumberjack.cli import cli, synclog
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import Duration, check_request, request_options
@@ -226,10 +227,21 @@ def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_j
     "--poll", type=Duration(), default="30s", metavar="DURATION",
     help='Time between rounds of --watch ("30s", "2m"; a bare number is seconds).',
 )  # fmt: skip
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also append each round, one JSON line with its time, to this file; it is "
+    f"rotated at {synclog.MAX_BYTES // 2**20} MiB, keeping {synclog.BACKUPS} old files.",
+)
 @dry_run_option
 @json_option
 def sync_command(
-    names: tuple[str, ...], watch: bool, poll: int, dry_run: bool, as_json: bool
+    names: tuple[str, ...],
+    watch: bool,
+    poll: int,
+    log_file: str | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Advance every export one safe step or more; for cron, safe to run every minute.
 
@@ -242,9 +254,14 @@ def sync_command(
     idle, a half-created or half-stopped lease is finished, and a lease whose pilots
     are gone ends once no export in it is waiting.
 
+    Exit codes: 0 nothing failed (whether or not anything moved: the JSON "summary"
+    says which); 1 a failure that needs a person (e.g. pilots gave up, a cap refused a
+    fetch); 2 bad input; 3 a site failed (retried next round); 5 a site needs a login.
+    Several kinds in one round give 1.
+
     \b
-    Example crontab line:
-      * * * * * condor_lumberjack sync --json >> ~/.local/state/condor-lumberjack/sync.log 2>&1
+    Example crontab line (docs/mfa-and-cron.md has a systemd timer too):
+      * * * * * condor_lumberjack sync --log-file ~/lumberjack-sync.log >/dev/null
     Where a site allows no connection sharing, in a terminal multiplexer instead:
       condor_lumberjack sync --watch
     """
@@ -252,7 +269,8 @@ def sync_command(
     for name in names:
         ledger.get(name)  # an unknown name is a typo (exit 2), not "nothing to do"
     if not watch:
-        _sync_round(ledger, sync.sync(ledger, names=names, dry_run=dry_run), dry_run, as_json)
+        results = sync.sync(ledger, names=names, dry_run=dry_run)
+        _sync_round(ledger, results, dry_run, as_json, log_file=log_file)
         return
     sites: dict[str, steps.Site] = {}
     try:
@@ -261,7 +279,9 @@ def sync_command(
                 ledger, names=names, dry_run=dry_run, sites=sites,
                 open_site=lambda record: steps.site_for(record, hold=True),
             )  # fmt: skip
-            code = _sync_round(ledger, results, dry_run, as_json, exit_on_error=False)
+            code = _sync_round(
+                ledger, results, dry_run, as_json, exit_on_error=False, log_file=log_file
+            )
             if code == LoginNeeded.exit_code or dry_run or not _pending(ledger, names):
                 break
             time.sleep(poll)
@@ -287,18 +307,24 @@ def _sync_round(
     dry_run: bool,
     as_json: bool,
     exit_on_error: bool = True,
+    log_file: str | None = None,
 ) -> int:
-    """Print one round of sync; its exit code (the errors' own when they share one)."""
+    """Print one round of sync (and log it); its exit code (the errors' own when they
+    share one)."""
     failed = [r for r in results if r.get("error")]
     lines = [
         f"{r['name']:24} {r['phase']:10} "
         + (f"error: {r['error']}" if r.get("error") else " ".join(r.get("steps", [])) or "-")
         for r in results
     ]
-    emit(as_json, {"ok": not failed, "dry_run": dry_run, "exports": results},
-         "\n".join(lines) or "no exports to advance")  # fmt: skip
     codes = {r.get("exit_code", LumberjackError.exit_code) for r in failed}
     code = (codes.pop() if len(codes) == 1 else LumberjackError.exit_code) if failed else 0
+    rolled_back = [r.name for r in ledger.list() if r.phase == Phase.FAILED]
+    answer = {"ok": not failed, "dry_run": dry_run, "exports": results,
+              "summary": synclog.summary(results, rolled_back, code)}  # fmt: skip
+    if log_file:
+        synclog.append(Path(log_file), answer)
+    emit(as_json, answer, "\n".join(lines) or "no exports to advance")
     if code and exit_on_error:
         sys.exit(code)
     return code
@@ -357,7 +383,8 @@ def run_command(
     \b
     Examples:
       condor_lumberjack run --ids 12 --site testbed --nodes 3 --wait
-      condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h
+      condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h \\
+          --allocation m1234
       condor_lumberjack run -c 'JobBatchName == "calib"' --lease calib --wait
     """
     from lumberjack.ap import export as export_mod

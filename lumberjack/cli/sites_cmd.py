@@ -12,7 +12,7 @@ from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.core.units import format_memory, format_walltime
 from lumberjack.profiles.model import SiteProfile, display_path
 from lumberjack.profiles.request import report_dict, report_lines
-from lumberjack.profiles.sites import find_profile, list_profiles, profile_dirs
+from lumberjack.profiles.sites import find_profile, load_profiles, profile_dirs
 
 
 @cli.group("sites", cls=LumberjackGroup)
@@ -45,7 +45,9 @@ def list_cmd(wide: bool, as_json: bool) -> None:
     Example:
       condor_lumberjack sites list --json
     """
-    profiles = list_profiles()
+    profiles, broken = load_profiles()
+    for line in broken:  # reported, and the other profiles still listed
+        click.echo(line, err=True)
     data = [
         {
             "name": p.name,
@@ -140,7 +142,8 @@ def _list_text(profiles: list[SiteProfile], wide: bool = False) -> str:
 
 def _show_text(p: SiteProfile) -> str:
     login = f"{p.user + '@' if p.user else ''}{p.login_host}:{p.port}"
-    lines = [f"{p.name}: {p.system}" + ("  [RETIRED]" if p.retired else "")]
+    retired = f"  [RETIRED{f'; use {p.successor}' if p.successor else ''}]" if p.retired else ""
+    lines = [f"{p.name}: {p.system}{retired}"]
     if p.description:
         lines.append(f"  {p.description}")
     fields = [

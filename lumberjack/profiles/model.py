@@ -238,7 +238,8 @@ class SiteTable(_Table):
     description: Text = ""
     source: Annotated[StrictStr, Field(examples=['"https://docs.example.org/"'])] = ""
     checked: Annotated[StrictStr, Field(examples=['"2024-06"'])] = ""
-    retired: StrictBool = False
+    retired: StrictBool = False  # refused at export, launch and lease create
+    successor: Optional[SiteName] = None  # named in that refusal
     login_host: Hostname
     user: Optional[UserName] = None
     port: Annotated[
@@ -396,6 +397,7 @@ class BatchSettings(_Table):
     setup: SetupLines = ()
     launcher: StrictStr = ""  # "": the batch system's default
     chunk_resources: ChunkResources = ()
+    memory_request: StrictBool = True  # false: the site refuses any (TACC's Slurm: --mem)
 
     @field_validator("launcher", mode="before")
     @classmethod
@@ -539,6 +541,7 @@ class SiteProfile:
     source: str = ""
     checked: str = ""
     retired: bool = False
+    successor: Optional[str] = None
     user: Optional[str] = None
     port: int = 22
     known_hosts: Optional[str] = None  # as written; see known_hosts_path()
@@ -638,6 +641,7 @@ class SiteProfile:
             "source": self.source,
             "checked": self.checked,
             "retired": self.retired,
+            "successor": self.successor,
             "path": str(self.path),
             "login_host": self.login_host,
             "user": self.user,

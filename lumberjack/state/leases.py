@@ -24,6 +24,7 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
+from lumberjack.profiles.sites import check_not_retired
 from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger, lease_key
 from lumberjack.state.lifecycle import ship_condor_release
@@ -38,6 +39,7 @@ NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
 
 def check_site(profile: SiteProfile) -> None:
     """BadInput, in one line, for a site where leases cannot run (yet)."""
+    check_not_retired(profile)
     check_placement(profile)
     check_runtime(profile)
 

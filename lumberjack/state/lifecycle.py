@@ -29,6 +29,7 @@ from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
+from lumberjack.profiles.sites import check_not_retired
 from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state import phases
 from lumberjack.state.isolation_guard import check_isolation
@@ -122,6 +123,7 @@ def ship_condor_release(site: Site, layout: ExportLayout) -> dict[str, Any] | No
 def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Start the remote pool on the shipped queue and submit the pilots."""
     check_phase(record, "launch")
+    check_not_retired(site.profile)
     check_runtime(site.profile)
     if record.phase == Phase.SHIPPED:  # a first launch; later rounds were allowed then
         check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))

@@ -19,7 +19,7 @@ from lumberjack.ap import export as export_mod
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.errors import BadInput
 from lumberjack.profiles.request import REQUEST_FIELDS, build_request, report_dict, report_lines
-from lumberjack.profiles.sites import find_profile
+from lumberjack.profiles.sites import check_not_retired, find_profile
 from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state import plans
 from lumberjack.state.exporting import run_export
@@ -67,6 +67,7 @@ def prepare(
     leases.site_to_join) is the lease's. `held` is a connection the caller keeps open
     (else one of its own). Raises BadInput in one line."""
     profile = find_profile(site)
+    check_not_retired(profile)
     jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
     lease_info: dict[str, Any] = {}
     if lease is not None:

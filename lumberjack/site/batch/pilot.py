@@ -61,7 +61,7 @@ class PilotSpec:
     name: str  # job name: a letter, then letters, digits, "_", "." or "-" (max 63)
     nodes: int
     cores_per_node: int
-    memory_per_node_mb: int  # 0: do not ask for memory (the site's default)
+    memory_per_node_mb: int  # 0: ask for no memory (the site's default; --mem=0 left out)
     gpus_per_node: int
     walltime_s: int
     node_command: str  # starts the startd on ONE node and blocks until it exits
