@@ -111,9 +111,10 @@ def check_request(site: str, lease: str | None, **opts: Any) -> SiteProfile:
     """The site's profile, and the flags checked against it before a schedd or the site
     is asked anything (the jobs' runtimes are checked again once selected). A lease
     brings its own request (leases.site_to_join refuses flags)."""
-    from lumberjack.profiles.sites import find_profile
+    from lumberjack.profiles.sites import check_not_retired, find_profile
 
     profile = find_profile(site)
+    check_not_retired(profile)  # before its request: a retired site takes none
     if lease is None:
         request_from_options(profile, **opts)
     return profile

@@ -231,7 +231,8 @@ def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_j
     "--log-file",
     type=click.Path(dir_okay=False, writable=True),
     help="Also append each round, one JSON line with its time, to this file; it is "
-    f"rotated at {synclog.MAX_BYTES // 2**20} MiB, keeping {synclog.BACKUPS} old files.",
+    f"rotated at {synclog.MAX_BYTES // 2**20} MiB, keeping {synclog.BACKUPS} old files "
+    "(default: no log file).",
 )
 @dry_run_option
 @json_option

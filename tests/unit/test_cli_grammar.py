@@ -185,10 +185,10 @@ def test_inspect_refuses_a_log_above_its_size_bound(tmp_path: Path) -> None:
 def test_an_unexpected_exception_is_one_line_and_exit_70(monkeypatch) -> None:
     import lumberjack.cli.sites_cmd as sites_cmd
 
-    def broken() -> list:
+    def broken() -> tuple:
         raise KeyError("surprise")
 
-    monkeypatch.setattr(sites_cmd, "list_profiles", broken)
+    monkeypatch.setattr(sites_cmd, "load_profiles", broken)
     monkeypatch.delenv("LUMBERJACK_TRACEBACK", raising=False)
     result = CliRunner().invoke(cli, ["sites", "list"])
     assert result.exit_code == 70

@@ -20,7 +20,8 @@ PACKAGE = Path(lumberjack.__file__).parent
 #: import from the rooms of the floors below its own, and from itself; never sideways or up.
 #: transport is above ap (it checks bundle paths with ap's rule) and profiles (it reaches a
 #: site as its profile says); profiles is above site (batch systems, the job container);
-#: the package itself (`__version__`) and errors are the ground everything stands on.
+#: the package itself (`__version__`) and errors are the ground everything stands on; the
+#: version file setuptools-scm writes at install lies under them.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
     ("cli",),
@@ -31,6 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("site",),
     ("core",),
     ("__init__", "errors"),
+    ("_version",),
 )
 FLOOR_OF = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
 
