@@ -33,18 +33,26 @@ def test_the_sweep_finds_every_command() -> None:
     assert len(found) >= 20
 
 
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Each command once in a good, fresh state dir: whether it opens the ledger."""
+    return state_sweep.baselines(tmp_path_factory.mktemp("baseline"))
+
+
 @pytest.mark.parametrize("case", sorted(state_sweep.CASE_CODES))
-def test_every_command_in_a_bad_state(case: str, tmp_path: Path) -> None:
+def test_every_command_in_a_bad_state(case: str, tmp_path: Path, baseline: dict) -> None:
     reason = _skip_reason(case)
     if reason:
         pytest.skip(reason)
     tmp_path.chmod(0o755)  # root's state: no level another user can write
-    outcome = state_sweep.run_case(case, tmp_path)
+    outcome = state_sweep.run_case(case, tmp_path, baseline)
     results = outcome["results"]
-    assert len(results) == 2 * len(state_sweep.commands())
+    assert len(results) == 2 * (len(state_sweep.commands()) + len(state_sweep.GOOD_INPUT))
     assert outcome["changed"] == [], f"{case}: the state changed"
     reached = [r for r in results if r["uses_state"]]
-    assert len(reached) >= 20, "most commands keep their state in the ledger"
+    assert len(reached) >= 30, "most commands keep their state in the ledger"
+    good = [r for r in results if tuple(a for a in r["args"] if a != "--json") in _GOOD]
+    assert len(good) == 2 * len(_GOOD) and all(r["uses_state"] for r in good)
     problems = []
     for r in results:
         said = (f"{' '.join(r['args'])}: exit {r['code']}, stdout {r['stdout']!r}, "
@@ -67,6 +75,9 @@ def test_every_command_in_a_bad_state(case: str, tmp_path: Path) -> None:
                 problems.append(f"does not name the state: {said}")
     assert not problems, f"{len(problems)} of {len(results)} tries:\n" + "\n".join(problems)
     _record(case, results)
+
+
+_GOOD = set(state_sweep.GOOD_INPUT)
 
 
 def _names_state(message: str, state: str) -> bool:
