@@ -65,8 +65,8 @@ def wants_json(argv: Sequence[str]) -> bool:
 
 def failure(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-line message for a failure (docs/exit-codes.md lists them)."""
-    if isinstance(exc, LumberjackError):
-        return exc.exit_code, _one_line(str(exc))
+    if isinstance(exc, LumberjackError):  # its own lines (one, but for a list of findings)
+        return exc.exit_code, str(exc).strip() or type(exc).__name__
     if isinstance(exc, click.ClickException):
         return exc.exit_code, exc.format_message()
     if isinstance(exc, (click.Abort, KeyboardInterrupt)):
@@ -92,11 +92,13 @@ def report_failure(exc: BaseException, as_json: bool) -> int:
         return LumberjackError.exit_code
     code, message = failure(exc)
     if as_json:
-        click.echo(json.dumps({"ok": False, "error": message}))
+        # An error may carry details (e.g. a list of findings) for the JSON answer.
+        click.echo(json.dumps({"ok": False, "error": message, **getattr(exc, "details", {})}))
     elif isinstance(exc, click.UsageError):
         exc.show()  # click's usage line, then "Error: ..."
     else:
-        click.echo(f"error: {message}", err=True)
+        for line in message.splitlines():
+            click.echo(f"error: {line}", err=True)
     return code
 
 

@@ -82,14 +82,15 @@ def state_problem(exc: BaseException, ledger: Path) -> LumberjackError:
     """The one-line error for `exc`, raised while opening or using `ledger`."""
     if isinstance(exc, LumberjackError):
         return exc
+    said = " ".join(str(exc).split())  # SQLite's messages may span lines; ours never do
     if isinstance(exc, OSError):
         where = Path(exc.filename) if exc.filename else ledger
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return StateError(_full(where))
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return StateError(f"{where} is {_unwritable(where)}")
-        return StateError(f"{where}: {exc.strerror or exc}; check it {_ELSEWHERE}")
-    text = str(exc).lower()
+        return StateError(f"{where}: {exc.strerror or said}; check it {_ELSEWHERE}")
+    text = said.lower()
     if "locked" in text or "busy" in text:
         return Busy(f"ledger {ledger} is locked by another process; try again later")
     if "full" in text:
@@ -98,10 +99,10 @@ def state_problem(exc: BaseException, ledger: Path) -> LumberjackError:
         return StateError(f"ledger {ledger} is {_unwritable(ledger)}")
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return StateError(
-            f"ledger {ledger} is damaged ({exc}); restore it from a backup, or move it "
+            f"ledger {ledger} is damaged ({said}); restore it from a backup, or move it "
             "aside and lumberjack starts an empty one"
         )
-    return StateError(f"ledger {ledger}: {exc}; check its file system {_ELSEWHERE}")
+    return StateError(f"ledger {ledger}: {said}; check its file system {_ELSEWHERE}")
 
 
 def _unwritable(path: Path) -> str:
