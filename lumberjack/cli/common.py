@@ -33,10 +33,13 @@ class LumberjackGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LumberjackError as exc:
+            # An error may carry details (a list, one line each: e.g. unmatched clusters).
+            details = getattr(exc, "details", {})
             if ctx.meta.get("lumberjack.json"):
-                click.echo(json.dumps({"ok": False, "error": str(exc)}))
+                click.echo(json.dumps({"ok": False, "error": str(exc), **details}))
             else:
-                click.echo(f"error: {exc}", err=True)
+                for line in str(exc).splitlines() or [""]:
+                    click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)
 
 

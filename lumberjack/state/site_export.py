@@ -16,9 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lumberjack.ap import export as export_mod
+from lumberjack.ap import matchmaking
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.errors import BadInput
-from lumberjack.profiles.request import REQUEST_FIELDS, build_request, report_dict, report_lines
+from lumberjack.profiles.request import (
+    REQUEST_FIELDS,
+    ResourceRequest,
+    build_request,
+    report_dict,
+    report_lines,
+)
 from lumberjack.profiles.sites import find_profile
 from lumberjack.state import lifecycle
 from lumberjack.state.ledger import Ledger
@@ -58,21 +65,47 @@ def prepare(
     request_flags: dict[str, object],
     held: lifecycle.Site | None = None,
     lease: str | None = None,
+    skip_unmatched: bool = False,
 ) -> SiteExport:
     """Check an export of `selection` to `site` as `name`; nothing changes. The request
-    comes from `request_flags` and the profile, or with `lease` (checked by
-    leases.site_to_join) is the lease's. `held` is a connection the caller keeps open
-    (else one of its own). Raises BadInput in one line."""
+    comes from `request_flags`, the jobs and the profile, or with `lease` (checked by
+    leases.site_to_join) is the lease's. Every job is matched against the slots the
+    pilots will advertise: clusters that can never run are refused (matchmaking.Unmatched),
+    or with `skip_unmatched` left in the queue. `held` is a connection the caller keeps
+    open (else one of its own). Raises BadInput."""
     profile = find_profile(site)
     jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
     lease_info: dict[str, Any] = {}
     if lease is not None:
         lease_record = ledger.get_lease(lease)
-        request = lifecycle.request_of(lease_record.info)
         lease_info = {"lease": lease, "lease_dir": lease_record.info["remote_dir"]}
-    else:
+
+    def request_for(ads: list[Any], runtimes: list[int]) -> ResourceRequest:
+        if lease is not None:
+            return lifecycle.request_of(lease_record.info)
         flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
-        request = build_request(profile, job_runtimes_s=export_mod.runtimes_s(jobs), **flags)
+        return build_request(
+            profile, job_runtimes_s=runtimes, job_needs=matchmaking.needs_of(ads), **flags
+        )
+
+    clusters = sorted({j["ClusterId"] for j in jobs})
+    ads = matchmaking.job_ads(schedd, clusters)
+    request = request_for(ads, export_mod.runtimes_s(jobs))
+    analysis = matchmaking.analyze(ads, profile, request)
+    if analysis.refused:
+        if not skip_unmatched or not analysis.matched:
+            raise matchmaking.Unmatched(analysis, site)
+        # Only the clusters that can run leave; the request follows them alone.
+        refused = set(analysis.refused_clusters)
+        kept = [c for c in clusters if c not in refused]
+        selection = export_mod.Selection(ids=tuple(str(c) for c in kept))
+        kept_jobs = [j for j in jobs if j["ClusterId"] not in refused]
+        request = request_for([a for a in ads if a["ClusterId"] not in refused],
+                              export_mod.runtimes_s(kept_jobs))  # fmt: skip
+        left = analysis.refused
+        analysis = matchmaking.analyze([a for a in ads if a["ClusterId"] not in refused],
+                                       profile, request)  # fmt: skip
+        analysis.refused = left  # reported as left in the queue
     with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
@@ -94,7 +127,8 @@ def prepare(
             "site": site,
             "remote_dir": remote_dir,
             "request": report_dict(request, profile),
+            "matchmaking": analysis.to_json(),
             **lease_info,
         },  # fmt: skip
-        report=report_lines(request, profile),
+        report=report_lines(request, profile) + matchmaking.report_lines(analysis),
     )
