@@ -194,12 +194,21 @@ def sif_command(image: str) -> str:
 # ---- the analysis -----------------------------------------------------------------------
 
 
-def analyze(ads: list[Any], profile: SiteProfile, request: ResourceRequest) -> Analysis:
-    """Match every job ad (classad2.ClassAd) against the site's slot ad."""
+def parse_ad(text: str) -> Any:
+    """A ClassAd from its text, with HTCondor's own functions (split(), stringListMember()
+    ... which condor_submit's Requirements use): importing htcondor2 registers them, and
+    an expression parsed before that calls an unknown function forever."""
     import classad2
+    import htcondor2  # noqa: F401
 
+    return classad2.ClassAd(text)
+
+
+def analyze(ads: list[Any], profile: SiteProfile, request: ResourceRequest) -> Analysis:
+    """Match every job ad (classad2.ClassAd, parsed once HTCondor's functions were
+    registered: see parse_ad) against the site's slot ad."""
     slot_attrs = site_slot(profile, request)
-    slot = classad2.ClassAd(ad_text(slot_attrs))
+    slot = parse_ad(ad_text(slot_attrs))
     analysis = Analysis(slot=slot_attrs)
     by_cluster: dict[int, list[Any]] = {}
     for ad in ads:
@@ -241,14 +250,15 @@ def _reasons(
         refs = scope.externalRefs(clause) + scope.internalRefs(clause)
         if {r.split(".")[-1].lower() for r in refs} & short:
             continue  # already named as a resource the slot lacks
-        if clause.eval(scope, target) is True:
+        value = evaluate(clause, scope, target)
+        if value is True:
             continue
-        if scope is not slot and _unknown_here(clause, scope, target):
+        if scope is not slot and value is None and _unknown_here(clause, scope, target):
             undecided = True
             if str(clause) not in unknown:
                 unknown.append(str(clause))
             continue
-        reasons.append(_clause_reason(str(clause), scope is slot, profile))
+        reasons.append(_clause_reason(_unwrap(str(clause)), scope is slot, profile))
     if reasons or undecided:
         return reasons
     return ["does not match the slot ad (see `sites check --json`)"]
@@ -270,12 +280,26 @@ def _clauses(ad: Any, slot: Any) -> list[tuple[Any, Any, Any]]:
     return found
 
 
-def _unknown_here(clause: Any, scope: Any, target: Any) -> bool:
-    """Undefined only because the clause reads a slot attribute not known here."""
+def evaluate(clause: Any, scope: Any, target: Any) -> bool | None:
+    """A clause of `scope`'s Requirements, evaluated by matchmaking itself (as the
+    Requirements of `scope` against `target`): True, False, or None (undefined or an
+    error)."""
     import classad2
 
-    if clause.eval(scope, target) != classad2.Value.Undefined:
-        return False
+    # Put back as text: the ExprTree lookup() gave does not outlive its replacement.
+    saved = str(scope.lookup("Requirements"))
+    try:
+        for outcome in (True, False):
+            scope["Requirements"] = classad2.ExprTree(f"({clause}) =?= {str(outcome).lower()}")
+            if target.matches(scope):  # evaluates scope's Requirements
+                return outcome
+        return None
+    finally:
+        scope["Requirements"] = classad2.ExprTree(saved)
+
+
+def _unknown_here(clause: Any, scope: Any, target: Any) -> bool:
+    """Undefined only because the clause reads a slot attribute not known here."""
     missing = [r for r in scope.externalRefs(clause) if not r.upper().startswith("MY.")]
     return any(target.get(r.split(".")[-1]) is None for r in missing)
 
@@ -314,16 +338,16 @@ def split_and(text: str) -> list[str]:
 
 
 def _unwrap(text: str) -> str:
-    """`(x)` -> `x` when the parentheses enclose the whole text."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return text
-    depth = 0
-    for i, char in enumerate(text):
-        depth += char == "("
-        depth -= char == ")"
-        if depth == 0 and i < len(text) - 1:
-            return text
-    return text[1:-1].strip()
+    """`((x))` -> `x` while the parentheses enclose the whole text."""
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, char in enumerate(text):
+            depth += char == "("
+            depth -= char == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        text = text[1:-1].strip()
+    return text
 
 
 # ---- the messages -----------------------------------------------------------------------
@@ -414,10 +438,9 @@ def _any_gpus(profile: SiteProfile) -> bool:
 def _clause_reason(clause: str, of_slot: bool, profile: SiteProfile) -> str:
     if of_slot:
         return f"the pilots' START refuses it ({clause}); no flag changes that"
-    platform = platform_of(profile)
     return (
-        f"Requirements clause {clause} is never true at site {profile.name} (the site image: "
-        f"{platform.describe()}); no flag changes that: change or remove it in the submit file"
+        f"Requirements ({clause}) is false for the site image ("
+        f"{platform_of(profile).describe()}): no flag helps; change it in the submit file"
     )
 
 

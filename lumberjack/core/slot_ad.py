@@ -27,6 +27,8 @@ class Platform:
     opsys_major_ver: int | None = None
     opsys_name: str | None = None
     arch: str | None = None
+    #: `condor_version`'s first line: condor_submit's Requirements compare its version
+    condor_version: str | None = None
 
     def describe(self) -> str:
         known = [
@@ -43,11 +45,13 @@ class Platform:
 
 #: The project's site image (containers/site-image: Debian sid, HTCondor 25.14): what its
 #: startd advertises, measured with `condor_config_val OPSYS OPSYSANDVER OPSYSNAME ARCH`
-#: in the image (sid's /etc/debian_version says "forky/sid": major version 0). A test
-#: of the testbed compares these with the image it runs.
+#: and `condor_version` in the image (sid's /etc/debian_version says "forky/sid": major
+#: version 0). A test of the testbed compares these with the image it runs.
 SITE_IMAGE = Platform(
-    opsys="LINUX", opsys_and_ver="Debian0", opsys_major_ver=0, opsys_name="Debian", arch="X86_64"
-)
+    opsys="LINUX", opsys_and_ver="Debian0", opsys_major_ver=0, opsys_name="Debian",
+    arch="X86_64",
+    condor_version="$CondorVersion: 25.14.1 2026-10-16 PackageID: 25.14.1+dfsg-1 $",
+)  # fmt: skip
 #: A site-provided HTCondor (runtime "none"): only that it is Linux is known beforehand.
 UNKNOWN_LINUX = Platform()
 
@@ -114,6 +118,7 @@ def slot_ad(
         ("OpSysAndVer", platform.opsys_and_ver),
         ("OpSysName", platform.opsys_name),
         ("Arch", platform.arch),
+        ("CondorVersion", platform.condor_version),
     ):
         if value is not None:
             ad[name] = quote(value)
