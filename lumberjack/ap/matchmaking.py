@@ -270,10 +270,9 @@ def _clauses(ad: Any, slot: Any) -> list[tuple[Any, Any, Any]]:
 
     found = []
     for scope, target in ((ad, slot), (slot, ad)):
-        expr = scope.lookup("Requirements")
-        if expr is None:
+        if "Requirements" not in scope:
             continue
-        text = str(expr)
+        text = str(scope.lookup("Requirements"))
         if scope is slot:
             text = f"{scope.lookup('START')} && {scope.lookup('WithinResourceLimits')}"
         found += [(classad2.ExprTree(part), scope, target) for part in split_and(text)]
@@ -348,6 +347,49 @@ def _unwrap(text: str) -> str:
                 return text
         text = text[1:-1].strip()
     return text
+
+
+# ---- idle at the site -------------------------------------------------------------------
+
+_JOB_ID = re.compile(r"^\d{1,9}\.\d{1,9}$")
+_ATTR_NAMES = {"Requirements", "RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs",
+               "MemoryUsage", "DiskUsage"}  # fmt: skip
+
+
+def never_match(shapes: Any, profile: SiteProfile, request: ResourceRequest) -> list[str]:
+    """The idle jobs at the site that no slot of `request` could ever take, one line per
+    shape (site/idle_jobs.py). The site's word: what is not a list of well-formed shapes
+    (known attribute names, texts that parse) is skipped, never evaluated."""
+    import classad2
+
+    lines: list[str] = []
+    for shape in shapes[:20] if isinstance(shapes, list) else []:
+        if not isinstance(shape, dict):
+            continue
+        attrs, jobs, example = shape.get("attrs"), shape.get("jobs"), shape.get("example")
+        if not (
+            isinstance(attrs, dict)
+            and isinstance(jobs, int)
+            and isinstance(example, str)
+            and _JOB_ID.match(example)
+            and "Requirements" in attrs
+            and set(attrs) <= _ATTR_NAMES
+            and all(isinstance(v, str) and len(v) <= 4000 for v in attrs.values())
+        ):
+            continue  # fmt: skip
+        cluster, proc = example.split(".")
+        body = "\n".join(f"{name} = {text}" for name, text in attrs.items())
+        try:
+            parse_ad("[]")  # HTCondor's functions, before the texts are parsed
+            ad = classad2.parseOne(
+                f"ClusterId = {cluster}\nProcId = {proc}\nJobUniverse = 5\n{body}",
+                classad2.ParserType.Old,
+            )
+        except Exception:  # a text that is no ClassAd expression
+            continue
+        for refusal in analyze([ad], profile, request).refused:
+            lines.append(f"{jobs} idle (e.g. {example}): " + "; ".join(refusal.reasons))
+    return lines
 
 
 # ---- the messages -----------------------------------------------------------------------

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap import importer
+from lumberjack.ap import importer, matchmaking
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
@@ -388,6 +388,11 @@ def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str
     check_phase(record, "status")
     layout = layout_of(record)
     answer = site.statuses.pop(layout.root, None) or site.agent(layout, "status")
+    # Idle jobs no slot of the request could ever take (their ads may change at the site).
+    if "request" in record.info:
+        answer["never_match"] = matchmaking.never_match(
+            answer.get("idle_shapes"), site.profile, request_of(record.info)
+        )
     phase = ledger.get(record.name).phase  # now, not when the command started
     ledger.move(record.name, "status", status_phase(phase, answer))
     return answer

@@ -171,3 +171,52 @@ def test_split_and_keeps_strings_and_nested_disjunctions() -> None:
 
 def test_the_site_image_platform_is_the_measured_one() -> None:
     assert SITE_IMAGE.describe() == "OpSys LINUX, OpSysAndVer Debian0, Arch X86_64"
+
+
+def queue_log() -> dict:
+    from lumberjack.core import jobqueuelog as jql
+
+    cluster = jql.Ad(
+        "05.-1",
+        "Job",
+        "Machine",
+        {"Requirements": SUBMIT_REQUIREMENTS, "RequestCpus": "1", "RequestDisk": "1024"},
+    )
+    grown = jql.Ad(
+        "5.0",
+        "Job",
+        "Machine",
+        {
+            "JobStatus": "1",
+            "MemoryUsage": "1536",
+            "RequestMemory": "ifThenElse(MemoryUsage =!= undefined, MemoryUsage, 64)",
+        },
+    )
+    small = jql.Ad("5.1", "Job", "Machine", {"JobStatus": "1", "RequestMemory": "64"})
+    running = jql.Ad("5.2", "Job", "Machine", {"JobStatus": "2", "RequestMemory": "9999"})
+    return {ad.key: ad for ad in (cluster, grown, small, running)}  # fmt: skip
+
+
+def test_idle_jobs_at_the_site_that_no_slot_takes(testbed) -> None:  # type: ignore[no-untyped-def]
+    """An evicted job's RequestMemory grew with its MemoryUsage: status says so."""
+    from lumberjack.site.idle_jobs import idle_shapes
+
+    shapes = idle_shapes(queue_log())
+    assert sorted((s["example"], s["jobs"]) for s in shapes) == [("5.0", 1), ("5.1", 1)]
+    lines = matchmaking.never_match(shapes, testbed, build_request(testbed))
+    assert lines == [
+        "1 idle (e.g. 5.0): RequestMemory 1536 MB > 512 MB per slot: add --memory 1536MB"
+    ]
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        None, "x", [1], [{"attrs": {"Cmd": "1"}, "jobs": 1, "example": "5.0"}],
+        [{"attrs": {"RequestMemory": "99999"}, "jobs": 1, "example": "5.0; rm"}],
+        [{"attrs": {"RequestMemory": "[[["}, "jobs": 1, "example": "5.0"}],
+        [{"attrs": {"RequestMemory": 99999}, "jobs": 1, "example": "5.0"}],
+    ],
+)  # fmt: skip
+def test_a_hostile_idle_report_is_skipped(shapes: object, testbed) -> None:  # type: ignore[no-untyped-def]
+    assert matchmaking.never_match(shapes, testbed, build_request(testbed)) == []
