@@ -77,7 +77,8 @@ class Unmatched(BadInput):
             f"{len(refused)} of {total} clusters can never run at site {site}; nothing was changed"
         )
         if analysis.matched:
-            head += f" (--skip-unmatched exports the {len(analysis.matched)} jobs that can)"
+            can = len(analysis.matched)
+            head += f" (--skip-unmatched exports the {can} job{'s' if can != 1 else ''} that can)"
         super().__init__("\n".join([head, *analysis.lines()]))
         self.details = {"error": head, "unmatched": [r.to_json() for r in refused]}
 
@@ -417,7 +418,9 @@ def _unquoted(slot: dict[str, str], name: str) -> str:
 def report_lines(analysis: Analysis) -> list[str]:
     """The analysis for the export report (the refused clusters left in the queue)."""
     lines = [f"{'slot':<12} {slot_summary(analysis.slot)}   (one per pilot node)"]
-    lines.append(f"{'matchmaking':<12} {len(analysis.matched)} jobs match the slot")
+    count = len(analysis.matched)
+    jobs = f"{count} job matches" if count == 1 else f"{count} jobs match"
+    lines.append(f"{'matchmaking':<12} {jobs} the slot")
     lines += [f"{'left':<12} {line}" for line in analysis.lines()]
     if analysis.unknown:
         lines.append(f"{'not judged':<12} {'; '.join(analysis.unknown)} (unknown at the site)")

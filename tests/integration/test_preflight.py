@@ -108,7 +108,7 @@ def test_skip_unmatched_exports_only_what_fits(clusters: dict[str, int], state_d
         "--skip-unmatched", "--name", "preflight-skip",
     )  # fmt: skip
     assert f"left         cluster {clusters['memory']}: RequestMemory" in result.stdout
-    assert "1 jobs match the slot" in result.stdout
+    assert "1 job matches the slot" in result.stdout
     try:
         after = {c: managed for c, _, _, managed in queue_state(clusters)}
         assert after[clusters["fits"]] == "External"
