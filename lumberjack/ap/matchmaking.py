@@ -171,9 +171,8 @@ def needs_of(ads: Iterable[Any]) -> JobNeeds:
     return JobNeeds(
         cores=largest.get("RequestCpus"),
         memory=largest.get("RequestMemory"),
-        gpus=largest.get("RequestGPUs") if largest.get("RequestGPUs", Need(0, "", "")).amount
-        else None,
-    )  # fmt: skip
+        gpus=largest.get("RequestGPUs"),  # 0 raises nothing
+    )
 
 
 def network_image(ad: Any) -> str | None:
