@@ -19,6 +19,7 @@ from lumberjack.ap import export as export_mod
 from lumberjack.ap import matchmaking
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.errors import BadInput
+from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import (
     REQUEST_FIELDS,
     ResourceRequest,
@@ -88,24 +89,9 @@ def prepare(
             profile, job_runtimes_s=runtimes, job_needs=matchmaking.needs_of(ads), **flags
         )
 
-    clusters = sorted({j["ClusterId"] for j in jobs})
-    ads = matchmaking.job_ads(schedd, clusters)
-    request = request_for(ads, export_mod.runtimes_s(jobs))
-    analysis = matchmaking.analyze(ads, profile, request)
-    if analysis.refused:
-        if not skip_unmatched or not analysis.matched:
-            raise matchmaking.Unmatched(analysis, site)
-        # Only the clusters that can run leave; the request follows them alone.
-        refused = set(analysis.refused_clusters)
-        kept = [c for c in clusters if c not in refused]
+    request, analysis, kept = _match(schedd, jobs, profile, site, request_for, skip_unmatched)
+    if kept is not None:
         selection = export_mod.Selection(ids=tuple(str(c) for c in kept))
-        kept_jobs = [j for j in jobs if j["ClusterId"] not in refused]
-        request = request_for([a for a in ads if a["ClusterId"] not in refused],
-                              export_mod.runtimes_s(kept_jobs))  # fmt: skip
-        left = analysis.refused
-        analysis = matchmaking.analyze([a for a in ads if a["ClusterId"] not in refused],
-                                       profile, request)  # fmt: skip
-        analysis.refused = left  # reported as left in the queue
     with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
@@ -132,3 +118,33 @@ def prepare(
         },  # fmt: skip
         report=report_lines(request, profile) + matchmaking.report_lines(analysis),
     )
+
+
+def _match(
+    schedd: LocalSchedd,
+    jobs: list[dict],
+    profile: SiteProfile,
+    site: str,
+    request_for: Callable[[list[Any], list[int]], ResourceRequest],
+    skip_unmatched: bool,
+) -> tuple[ResourceRequest, matchmaking.Analysis, list[int] | None]:
+    """The request and the matchmaking of the selected jobs; with refused clusters and
+    `skip_unmatched`, the clusters that can run (else None: all of them). Raises
+    matchmaking.Unmatched when a cluster can never run and none is to be skipped."""
+    clusters = sorted({j["ClusterId"] for j in jobs})
+    ads = matchmaking.job_ads(schedd, clusters)
+    request = request_for(ads, export_mod.runtimes_s(jobs))
+    analysis = matchmaking.analyze(ads, profile, request)
+    if not analysis.refused:
+        return request, analysis, None
+    if not skip_unmatched or not analysis.matched:
+        raise matchmaking.Unmatched(analysis, site)
+    # Only the clusters that can run leave; the request follows them alone.
+    refused = set(analysis.refused_clusters)
+    kept_ads = [a for a in ads if a["ClusterId"] not in refused]
+    kept_jobs = [j for j in jobs if j["ClusterId"] not in refused]
+    request = request_for(kept_ads, export_mod.runtimes_s(kept_jobs))
+    left = analysis.refused
+    analysis = matchmaking.analyze(kept_ads, profile, request)
+    analysis.refused = left  # reported as left in the queue
+    return request, analysis, [c for c in clusters if c not in refused]
