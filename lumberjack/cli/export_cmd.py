@@ -28,6 +28,16 @@ if TYPE_CHECKING:
     from lumberjack.state.site_export import SiteExport
 
 
+def skip_unmatched_option(func: Any) -> Any:
+    """--skip-unmatched: export only the clusters that can run at the site."""
+    return click.option(
+        "--skip-unmatched",
+        is_flag=True,
+        help="Export only the clusters whose jobs match the pilots' slot; leave the others "
+        "in the queue (and say which and why).",
+    )(func)
+
+
 @cli.command("export")
 @click.option(
     "-c",
@@ -68,6 +78,7 @@ if TYPE_CHECKING:
     help="SPOOL directory of the schedd that will run the jobs (offline bundles).",
 )
 @request_options
+@skip_unmatched_option
 @click.option("--dry-run", is_flag=True, help="Check and show what would happen; change nothing.")
 @json_option
 def export_command(
@@ -79,6 +90,7 @@ def export_command(
     lease: str | None,
     out: Path | None,
     remote_spool: str | None,
+    skip_unmatched: bool,
     dry_run: bool,
     as_json: bool,
     **request_flags: object,
@@ -86,7 +98,9 @@ def export_command(
     """Take jobs out of the local schedd into a bundle for a site or another schedd.
 
     The jobs are marked as managed externally (the local schedd will not run them) until
-    `import` brings their results back or `unexport` hands them back unrun.
+    `import` brings their results back or `unexport` hands them back unrun. For a site,
+    every job is first matched against the slot the pilots will advertise: clusters that
+    could never run there are refused, one line each with the reason and the fix.
 
     \b
     Examples:
@@ -126,7 +140,7 @@ def export_command(
         from lumberjack.state import site_export  # the SSH libraries: only for a site
 
         bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags,
-                                    lease=lease)  # fmt: skip
+                                    lease=lease, skip_unmatched=skip_unmatched)  # fmt: skip
         emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
         return
     plan, jobs, _ = export_mod.plan_export(

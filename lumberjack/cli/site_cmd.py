@@ -152,7 +152,8 @@ def status_command(name: str, as_json: bool) -> None:
                    "lease": lease},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
          f"  pool:   {pool}\n"
-         f"  login:  {record.site}: {login_text}")  # fmt: skip
+         + "".join(f"  never:  {line}\n" for line in answer.get("never_match", []))
+         + f"  login:  {record.site}: {login_text}")  # fmt: skip
 
 
 @cli.command("fetch")

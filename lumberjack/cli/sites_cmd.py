@@ -85,7 +85,8 @@ def show_cmd(site: str, as_json: bool) -> None:
 def check_cmd(site: str, as_json: bool, **request_flags: Any) -> None:
     """Check a resource request against a site's limits, without contacting the site.
 
-    Prints each value, where it came from and the flag that changes it; exits with
+    Prints each value, where it came from and the flag that changes it, and the slot ad
+    each pilot node will advertise (what `export` matches the jobs against); exits with
     code 2 and a one-line error when the request breaks a limit of the queue.
 
     \b
@@ -94,16 +95,19 @@ def check_cmd(site: str, as_json: bool, **request_flags: Any) -> None:
       condor_lumberjack sites check perlmutter --queue debug-cpu --nodes 16 --pilots 2 \\
           --walltime 20m --allocation m1234
     """
+    from lumberjack.ap.matchmaking import site_slot, slot_summary
     from lumberjack.profiles.isolation import isolation_note, isolation_of
 
     profile = find_profile(site)
     request = request_from_options(profile, **request_flags)
     note = isolation_note(profile)
+    slot = site_slot(profile, request)
     emit(
         as_json,
         {"ok": True, **report_dict(request, profile), "isolation": isolation_of(profile),
-         "isolation_note": note},
-        "\n".join([*report_lines(request, profile), f"other owners: {note}"]),
+         "isolation_note": note, "slot_ad": slot},
+        "\n".join([*report_lines(request, profile), f"other owners: {note}",
+                   f"slot ad: {slot_summary(slot)} (each pilot node; --json: all of it)"]),
     )  # fmt: skip
 
 

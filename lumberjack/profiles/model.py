@@ -258,6 +258,11 @@ class SiteTable(_Table):
     # Exports of different owners may share the site account at once with no container
     # between their jobs (runtime none, podman-hpc): the operator says so (isolation.py).
     shared_account: StrictBool = False
+    # Compute nodes reach the internet (a job may pull a docker://, oras://, library:// or
+    # http(s):// container image). Where to check: the centre's pages on compute-node
+    # network access, or `curl -sI https://example.org` in a short batch job. Default
+    # false: a network image is refused before export instead of failing at the site.
+    outbound_network: StrictBool = False
 
     @field_validator("name")
     @classmethod
@@ -364,6 +369,9 @@ class Queue(_Table):
     cores_per_node: Annotated[StrictInt, Field(ge=1)]
     memory_per_node_mb: Memory = Field(alias="memory_per_node")
     gpus_per_node: Annotated[StrictInt, Field(ge=0)] = 0
+    # A node's local disk for job sandboxes, where known: jobs asking for more are
+    # refused before export (unset: RequestDisk is not checked).
+    disk_per_node_mb: Optional[Memory] = Field(None, alias="disk_per_node")
     max_walltime_s: Walltime = Field(alias="max_walltime")
     whole_node: StrictBool = False
     default: StrictBool = False
@@ -551,6 +559,7 @@ class SiteProfile:
     scratch: str = ""
     allocation_required: bool = False
     shared_account: bool = False
+    outbound_network: bool = False
     schedd: ScheddSpec = ScheddSpec()
     batch: BatchSettings = BatchSettings()
     defaults: RequestDefaults = RequestDefaults()
@@ -655,6 +664,7 @@ class SiteProfile:
             "batch_system": self.batch_system,
             "allocation_required": self.allocation_required,
             "shared_account": self.shared_account,
+            "outbound_network": self.outbound_network,
             "container": self.container.model_dump(mode="json"),
             "schedd": self.schedd.model_dump(mode="json"),
             "queues": [

@@ -57,6 +57,7 @@ from lumberjack.site import gather_logs, pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.batch.pilot import ALIVE
+from lumberjack.site.idle_jobs import idle_shapes
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 from lumberjack.site.runtime import ContainerRuntime, RuntimeFailure, get_runtime, last_line
 
@@ -367,12 +368,17 @@ def cancel_pilots(layout: ExportLayout, batch: Any) -> list[str]:
 # ---- status and stop -----------------------------------------------------------------
 
 
-def job_counts(layout: ExportLayout) -> dict[str, int]:
-    """Jobs by status, read from the schedd's own log (works while it is down, too)."""
+def queue_ads(layout: ExportLayout) -> dict[str, jql.Ad]:
+    """The remote schedd's own log (works while it is down, too)."""
     path = Path(layout.spool, QUEUE_LOG)
     if not path.exists():
         path = Path(layout.bundle, "spool", QUEUE_LOG)
-    ads = jql.read_log(path)
+    return jql.read_log(path)
+
+
+def job_counts(layout: ExportLayout, ads: dict[str, jql.Ad] | None = None) -> dict[str, int]:
+    """Jobs by status, read from the schedd's own log."""
+    ads = queue_ads(layout) if ads is None else ads
     counts: Counter[str] = Counter()
     for key, ad in ads.items():
         if jql.key_kind(key) == "proc":
@@ -392,7 +398,8 @@ def status(
     found once for many exports by `status_many`)."""
     if launch and in_allocation(launch):
         return allocation_status(layout, launch)
-    counts = job_counts(layout)
+    ads = queue_ads(layout)
+    counts = job_counts(layout, ads)
     total = sum(counts.values())
     pilots: dict[str, str] = {}
     if launch:
@@ -423,6 +430,7 @@ def status(
         "pool_running": running,
         "placed": Path(layout.pool, PLACED_MARK).exists(),
         "pilots": pilots,
+        "idle_shapes": idle_shapes(ads) if counts.get("idle") else [],
     }
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap import importer, site_logs
+from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
@@ -35,7 +35,7 @@ from lumberjack.state import phases
 from lumberjack.state.isolation_guard import check_isolation
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
-from lumberjack.state.plans import check_runtime, condor_release, launch_plan
+from lumberjack.state.plans import check_runtime, condor_release, launch_plan, request_of
 from lumberjack.state.steps import Site, check_phase, layout_of, run_step
 from lumberjack.transport.transfer import open_plain
 
@@ -149,6 +149,11 @@ def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str
     check_phase(record, "status")
     layout = layout_of(record)
     answer = site.statuses.pop(layout.root, None) or site.agent(layout, "status")
+    # Idle jobs no slot of the request could ever take (their ads may change at the site).
+    if "request" in record.info:
+        answer["never_match"] = matchmaking.never_match(
+            answer.get("idle_shapes"), site.profile, request_of(record.info)
+        )
     phase = ledger.get(record.name).phase  # now, not when the command started
     ledger.move(record.name, "status", status_phase(phase, answer))
     return answer
