@@ -35,8 +35,6 @@ def image_path(remote_spool: str, digest: str) -> str:
     return f"{images_dir(remote_spool)}/{digest}{IMAGE_SUFFIX}"
 
 
-def image_path_regex(remote_spool: str) -> str:
-    """A ClassAd `regexp` pattern (PCRE) that only an image_path of this spool matches."""
-    return (
-        "^" + re.escape(images_dir(remote_spool)) + "/[0-9a-f]{64}" + re.escape(IMAGE_SUFFIX) + "$"
-    )
+#: What a shipped image's file name matches (a regexp without backslashes: HTCondor's
+#: config reads ClassAd strings in its old syntax, where a backslash is no escape).
+IMAGE_NAME_REGEX = "^[0-9a-f]{64}[.]sif$"

@@ -31,7 +31,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
-from lumberjack.core.images import image_path_regex
+from lumberjack.core.images import IMAGE_NAME_REGEX, images_dir
 
 #: Runtimes whose startd runs every job in a nested container (see job_container_lines).
 ISOLATING_RUNTIMES = ("apptainer", "singularity")
@@ -70,8 +70,14 @@ def _image_lines(image: str, spool: str | None) -> tuple[str, str]:
     site = _classad_string(image)
     if spool is None:
         return site, " && ".join(f"(TARGET.{a} =?= undefined)" for a in IMAGE_ATTRS)
-    pattern = _classad_string(image_path_regex(spool))
-    shipped = {a: f"(isString(TARGET.{a}) && regexp({pattern}, TARGET.{a}))" for a in IMAGE_ATTRS}
+    prefix = images_dir(spool) + "/"
+    if any(c in prefix for c in '\\"'):
+        raise ValueError(f"spool {spool!r} has a character no ClassAd string may hold here")
+    shipped = {
+        a: f'(isString(TARGET.{a}) && substr(TARGET.{a}, 0, {len(prefix)}) =?= "{prefix}" && '
+        f'regexp("{IMAGE_NAME_REGEX}", substr(TARGET.{a}, {len(prefix)})))'
+        for a in IMAGE_ATTRS
+    }
     expr = site
     for attr in reversed(IMAGE_ATTRS):
         expr = f"ifThenElse({shipped[attr]}, TARGET.{attr}, {expr})"
@@ -103,4 +109,9 @@ SINGULARITY_EXTRA_ARGUMENTS = ""
 SINGULARITY_TARGET_DIR = {JOB_TARGET_DIR}
 SINGULARITY_MOUNT_HOME = FALSE
 SINGULARITY_USE_PID_NAMESPACES = TRUE
+# The startd proves it can run a SIF with a test image that Debian's HTCondor does not
+# ship; this startd runs every job from a SIF (the site image), so it says so itself:
+# condor_submit asks for HasSIF in every container_image job.
+HasSIF = True
+STARTD_ATTRS = $(STARTD_ATTRS) HasSIF
 START = ($(START)) && {JOB_GUARD} && {image_start}"""
