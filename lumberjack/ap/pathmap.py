@@ -417,9 +417,8 @@ def rewrite_job(
     """Compute the proc-ad overrides that make one job runnable from the site's spool.
 
     ``local_iwd`` overrides what the ads say about the job's original Iwd (needed when the
-    native export has already rewritten the proc ad's Iwd to a spool path).
-    ``image_digest`` gives the sha256 of a local image file (see the module's docstring).
-    Raises BadInput for jobs lumberjack cannot move; changes nothing either way.
+    native export has already rewritten the proc ad's Iwd to a spool path); ``image_digest``
+    gives an image's sha256. Raises BadInput for jobs lumberjack cannot move; changes nothing.
     """
     spool = _norm_spool(remote_spool)
     ads = _Ads(cluster_ad, proc_ad)
@@ -451,9 +450,7 @@ def rewrite_job(
 
     preserve = rw.flag(PRESERVE_RELATIVE_PATHS, False)
     images = _local_images(rw, iwd)
-    shipped_images: set[str] = set()
-    if image_digest is not None:  # a sandbox directory ("dir/") is mirrored as before
-        shipped_images = {v for n, v in images.items() if not rw.string(n).endswith("/")}
+    shipped_images = _image_files(rw, images) if image_digest else set()
 
     # --- Cmd
     cmd = rw.string(CMD)
@@ -745,6 +742,12 @@ def _local_images(rw: _Rewriter, iwd: str) -> dict[str, str]:
         if not any(local.startswith(p) for p in SITE_PROVIDED_PREFIXES):
             found[name] = local
     return found
+
+
+def _image_files(rw: _Rewriter, images: dict[str, str]) -> set[str]:
+    """The images shipped by content: all but sandbox directories ("dir/"), which are
+    mirrored like any input."""
+    return {local for name, local in images.items() if not (rw.string(name) or "").endswith("/")}
 
 
 def _local_output(rw: _Rewriter, value: Optional[str], iwd: str) -> Optional[str]:
