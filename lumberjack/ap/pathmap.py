@@ -93,6 +93,7 @@ STDIN = "In"
 X509_PROXY = "x509userproxy"
 CONTAINER_IMAGE = "ContainerImage"
 SINGULARITY_IMAGE = "SingularityImage"
+CONTAINER_IMAGE_FULL_PATH = "ContainerImageFullPath"
 STDOUT = "Out"
 STDERR = "Err"
 TRANSFER_OUTPUT = "TransferOutput"
@@ -505,7 +506,7 @@ def rewrite_job(
         else:
             item = rw.add_input(local, is_dir=rw.string(name).endswith("/"))
             rw.input_names.append(posixpath.basename(item.local_path))
-        rw.set_string(name, item.remote_path)
+        _set_image(rw, name, item.remote_path)
 
     # --- stdout / stderr
     out = rw.string(STDOUT)
@@ -742,6 +743,13 @@ def _local_images(rw: _Rewriter, iwd: str) -> dict[str, str]:
         if not any(local.startswith(p) for p in SITE_PROVIDED_PREFIXES):
             found[name] = local
     return found
+
+
+def _set_image(rw: _Rewriter, name: str, remote: str) -> None:
+    rw.set_string(name, remote)
+    # condor_submit also records the image's full local path; the site gets its own.
+    if name == CONTAINER_IMAGE and rw.string(CONTAINER_IMAGE_FULL_PATH) is not None:
+        rw.set_string(CONTAINER_IMAGE_FULL_PATH, remote)
 
 
 def _image_files(rw: _Rewriter, images: dict[str, str]) -> set[str]:

@@ -148,8 +148,10 @@ def test_one_image_ships_once_for_many_jobs_and_paths(tmp_path: Path) -> None:
     tin = unquote_string(rewrites[0].proc_overrides["TransferInput"])
     assert tin == f"{SPOOL}/lumberjack-inputs{iwd}/data.txt"
     # Import puts the job's own attributes back.
+    assert unquote_string(rewrites[0].proc_overrides["ContainerImageFullPath"]) == shipped
     restore, _ = rewrites[0].paths.reverse_overrides()
     assert restore["ContainerImage"] == q("app.sif")
+    assert restore["ContainerImageFullPath"] == q(str(image))
     assert restore["TransferInput"] == q(f"{image},data.txt")
     assert rewrites[-1].paths.reverse_overrides()[0]["SingularityImage"] == q(str(same))
     entries = copy_inputs(path_map, tmp_path / "bundle" / "spool")
