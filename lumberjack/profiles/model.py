@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from lumberjack.core.shell_safe import DIRECTIVE_WORD, REMOTE_PATH
+from lumberjack.core.shell_safe import CHUNK_RESOURCE, DIRECTIVE_WORD, REMOTE_PATH
 from lumberjack.core.units import (
     format_memory,
     format_walltime,
@@ -61,7 +61,6 @@ _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _BIND = re.compile(r"^[A-Za-z0-9_./${}~@:+,=-]+$")
 _URI = re.compile(r"^(docker|oras|library|shub|https?)://[^\s'\"`;|&<>]+$")
 _OCI_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(:[A-Za-z0-9_.-]+)?(@sha256:[0-9a-f]{64})?$")
-_CHUNK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:+-]+$")
 _ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _REMOTE_RULE = (
     "is not a path at the site (it starts with /, ~ or $VAR and holds letters, digits "
@@ -239,7 +238,8 @@ class SiteTable(_Table):
     description: Text = ""
     source: Annotated[StrictStr, Field(examples=['"https://docs.example.org/"'])] = ""
     checked: Annotated[StrictStr, Field(examples=['"2024-06"'])] = ""
-    retired: StrictBool = False
+    retired: StrictBool = False  # refused at export, launch and lease create
+    successor: Optional[SiteName] = None  # named in that refusal
     login_host: Hostname
     user: Optional[UserName] = None
     port: Annotated[
@@ -397,6 +397,7 @@ class BatchSettings(_Table):
     setup: SetupLines = ()
     launcher: StrictStr = ""  # "": the batch system's default
     chunk_resources: ChunkResources = ()
+    memory_request: StrictBool = True  # false: the site refuses any (TACC's Slurm: --mem)
 
     @field_validator("launcher", mode="before")
     @classmethod
@@ -418,7 +419,7 @@ class BatchSettings(_Table):
         if chunk and name and name != "pbs":
             raise problem("is for PBS sites only; remove it")
         for item in chunk:
-            if not _CHUNK.match(item):
+            if not CHUNK_RESOURCE.match(item):
                 raise problem('is not name=value; write e.g. "system=polaris"', value=item)
         return chunk
 
@@ -540,6 +541,7 @@ class SiteProfile:
     source: str = ""
     checked: str = ""
     retired: bool = False
+    successor: Optional[str] = None
     user: Optional[str] = None
     port: int = 22
     known_hosts: Optional[str] = None  # as written; see known_hosts_path()
@@ -639,6 +641,7 @@ class SiteProfile:
             "source": self.source,
             "checked": self.checked,
             "retired": self.retired,
+            "successor": self.successor,
             "path": str(self.path),
             "login_host": self.login_host,
             "user": self.user,

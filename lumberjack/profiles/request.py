@@ -293,7 +293,8 @@ def pilot_spec(
         name=name,
         nodes=request.nodes_per_pilot,
         cores_per_node=request.cores_per_node,
-        memory_per_node_mb=request.memory_per_node_mb,
+        # 0: no memory line in the script, where the site refuses one
+        memory_per_node_mb=request.memory_per_node_mb if profile.batch.memory_request else 0,
         gpus_per_node=request.gpus_per_node,
         walltime_s=request.walltime_s,
         node_command=node_command,

@@ -61,6 +61,11 @@ class ExportLayout:
         return self._path("bundle")
 
     @property
+    def launch_plan(self) -> str:
+        """launch.json: what the access point asks the agent to launch (its one writer)."""
+        return self._path("launch.json")
+
+    @property
     def spool(self) -> str:
         return self._path("spool")
 

@@ -19,9 +19,12 @@ from lumberjack.ap import export as export_mod
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.errors import BadInput
 from lumberjack.profiles.request import REQUEST_FIELDS, build_request, report_dict, report_lines
-from lumberjack.profiles.sites import find_profile
-from lumberjack.state import lifecycle
+from lumberjack.profiles.sites import check_not_retired, find_profile
+from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.state import plans
+from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
+from lumberjack.state.steps import Site
 
 
 @dataclass
@@ -42,7 +45,7 @@ class SiteExport:
         self, schedd: LocalSchedd, ledger: Ledger, progress: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
         """Export the jobs and write the bundle; the command's answer."""
-        written = export_mod.run_export(
+        written = run_export(
             schedd, ledger, self.plan, self.jobs, site=self.site, info=self.info,
             progress=progress,
         )  # fmt: skip
@@ -56,7 +59,7 @@ def prepare(
     site: str,
     name: str,
     request_flags: dict[str, object],
-    held: lifecycle.Site | None = None,
+    held: Site | None = None,
     lease: str | None = None,
 ) -> SiteExport:
     """Check an export of `selection` to `site` as `name`; nothing changes. The request
@@ -64,16 +67,17 @@ def prepare(
     leases.site_to_join) is the lease's. `held` is a connection the caller keeps open
     (else one of its own). Raises BadInput in one line."""
     profile = find_profile(site)
+    check_not_retired(profile)
     jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
     lease_info: dict[str, Any] = {}
     if lease is not None:
         lease_record = ledger.get_lease(lease)
-        request = lifecycle.request_of(lease_record.info)
+        request = plans.request_of(lease_record.info)
         lease_info = {"lease": lease, "lease_dir": lease_record.info["remote_dir"]}
     else:
         flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
         request = build_request(profile, job_runtimes_s=export_mod.runtimes_s(jobs), **flags)
-    with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
+    with contextlib.nullcontext(held) if held else Site(profile) as connection:
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
         if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
@@ -83,13 +87,13 @@ def prepare(
             )
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=ledger.bundles_dir() / name,
-        remote_spool=f"{remote_dir}/spool",
+        remote_spool=ExportLayout(remote_dir).spool,
     )  # fmt: skip
     return SiteExport(
         plan=plan,
         jobs=jobs,
         site=site,
-        info={"remote_dir": remote_dir, "request": lifecycle.request_info(request), **lease_info},
+        info={"remote_dir": remote_dir, "request": plans.request_info(request), **lease_info},
         answer={
             "site": site,
             "remote_dir": remote_dir,
