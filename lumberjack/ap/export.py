@@ -25,7 +25,7 @@ from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
 from lumberjack.ap.names import check_name
-from lumberjack.ap.pathmap import PathMap, rewrite_job
+from lumberjack.ap.pathmap import InputFile, PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
@@ -351,6 +351,7 @@ def write_bundle(
         jql.parse_key(k).cluster: ad for k, ad in ads.items() if jql.key_kind(k) == "cluster"
     }
     path_map = PathMap(plan.remote_spool)
+    image_digest = ImageDigests()
     for key, ad in ads.items():
         if jql.key_kind(key) != "proc":
             continue
@@ -360,7 +361,7 @@ def write_bundle(
             raise LumberjackError(f"exported log has proc {key} without its cluster ad")
         rewrite = rewrite_job(
             job.cluster, job.proc, cluster_ad.attrs, ad.attrs, plan.remote_spool,
-            local_iwd=local_iwds.get(key),
+            local_iwd=local_iwds.get(key), image_digest=image_digest,
         )  # fmt: skip
         path_map.add(rewrite)
         for attr, value in rewrite.proc_overrides.items():
@@ -389,12 +390,34 @@ def write_bundle(
     return manifest
 
 
+class ImageDigests:
+    """sha256 of each local container image, read once (as the owner, like every input)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def __call__(self, local: str) -> str:
+        if local not in self._known:
+            try:
+                self._known[local] = bundle_mod.sha256_file(Path(local))
+            except OSError as exc:
+                raise BadInput(f"cannot read container image {local}: {exc.strerror}") from exc
+        return self._known[local]
+
+
 def copy_inputs(
     path_map: PathMap, spool_dir: Path, progress: ProgressCallback | None = None
 ) -> list[bundle_mod.FileEntry]:
-    """Copy every input once into the bundle's spool mirror; hash while copying."""
+    """Copy every input once into the bundle's spool mirror; hash while copying. A
+    container image goes once per content however many paths name it."""
     entries = []
+    images: set[str] = set()
     for item in path_map.inputs.values():
+        if item.sha256:
+            if item.remote_path not in images:
+                images.add(item.remote_path)
+                entries.append(_copy_image(item, path_map.remote_spool, spool_dir, progress))
+            continue
         relative = posixpath.relpath(item.remote_path, path_map.remote_spool)
         sources = [
             (Path(path), posixpath.join(relative, below) if below else relative)
@@ -411,6 +434,23 @@ def copy_inputs(
             if progress:
                 progress(size)
     return entries
+
+
+def _copy_image(
+    item: InputFile, remote_spool: str, spool_dir: Path, progress: ProgressCallback | None
+) -> bundle_mod.FileEntry:
+    """The image into the bundle under its digest; refused if it changed since it was
+    hashed (its jobs were pointed at that digest)."""
+    relative = posixpath.relpath(item.remote_path, remote_spool)
+    try:
+        size, digest = bundle_mod.copy_hashed(Path(item.local_path), spool_dir / relative)
+    except OSError as exc:
+        raise BadInput(f"cannot read container image {item.local_path}: {exc.strerror}") from exc
+    if digest != item.sha256:
+        raise BadInput(f"container image {item.local_path} changed while it was exported")
+    if progress:
+        progress(size)
+    return bundle_mod.FileEntry(relative, size, digest, False)
 
 
 def remove_bundle(bundle_dir: Path, owner: str | None = None) -> None:

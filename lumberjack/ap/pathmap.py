@@ -27,7 +27,11 @@ Attributes (canonical spelling) and what happens to them:
   ``/`` on a directory, "copy the contents", is kept), In (stdin; /dev/null stays),
   x509userproxy, ContainerImage and SingularityImage when they are local paths (not URLs,
   not ``docker:``; not under ``/cvmfs/``, which the site provides; ContainerImage also
-  not when TransferContainer is false).
+  not when TransferContainer is false). Given ``image_digest`` (export, reading as the
+  owner), an image goes to ``{remote_spool}/lumberjack-images/<sha256>.sif`` instead,
+  once per content however many jobs or paths name it (lumberjack/core/images.py), and
+  a TransferInput entry naming it (condor_submit adds one for container_image) is
+  dropped: the startd runs the job in the shipped copy, nothing is copied per job.
 - Outputs (``OUTPUT_ATTRS``): Out -> ``_condor_stdout``, Err -> ``_condor_stderr`` (relative
   names, written in the remote Iwd); both ``_condor_stdout`` when Out and Err name the same
   file; /dev/null stays. TransferOutputRemaps -> ``undefined`` (remotely every output
@@ -60,11 +64,12 @@ from __future__ import annotations
 
 import functools
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from lumberjack.core.classad_text import is_undefined, literal_bool, quote_string, unquote_string
+from lumberjack.core.images import image_path, is_digest
 from lumberjack.core.records import JsonRecord, RecordError, from_json, to_json
 from lumberjack.errors import BadInput
 
@@ -88,6 +93,7 @@ STDIN = "In"
 X509_PROXY = "x509userproxy"
 CONTAINER_IMAGE = "ContainerImage"
 SINGULARITY_IMAGE = "SingularityImage"
+CONTAINER_IMAGE_FULL_PATH = "ContainerImageFullPath"
 STDOUT = "Out"
 STDERR = "Err"
 TRANSFER_OUTPUT = "TransferOutput"
@@ -212,6 +218,7 @@ class InputFile(JsonRecord):
     remote_path: str
     bundle_path: str
     is_dir: bool = False
+    sha256: str = ""  # a container image shipped by content (remote_path: its image_path)
 
 
 @dataclass
@@ -380,6 +387,11 @@ class _Rewriter:
         joined = path if path.startswith("/") else iwd + "/" + path
         return _norm_abs(joined, f"{self.ctx} path")
 
+    def add_image(self, local: str, digest: str) -> InputFile:
+        item = InputFile(local, image_path(self.spool, digest), bundle_path(local), sha256=digest)
+        self.inputs[local] = item
+        return item
+
     def add_input(self, local: str, is_dir: bool = False) -> InputFile:
         if local == "/":
             raise BadInput(f"{self.ctx}: refusing to ship the whole file system (/)")
@@ -401,12 +413,13 @@ def rewrite_job(
     proc_ad: Mapping[str, str],
     remote_spool: str,
     local_iwd: Optional[str] = None,
+    image_digest: Optional[Callable[[str], str]] = None,
 ) -> JobRewrite:
     """Compute the proc-ad overrides that make one job runnable from the site's spool.
 
     ``local_iwd`` overrides what the ads say about the job's original Iwd (needed when the
-    native export has already rewritten the proc ad's Iwd to a spool path). Raises
-    BadInput for jobs lumberjack cannot move; changes nothing either way.
+    native export has already rewritten the proc ad's Iwd to a spool path); ``image_digest``
+    gives an image's sha256. Raises BadInput for jobs lumberjack cannot move; changes nothing.
     """
     spool = _norm_spool(remote_spool)
     ads = _Ads(cluster_ad, proc_ad)
@@ -437,6 +450,8 @@ def rewrite_job(
     rw.original[IWD] = rw.quote(IWD, iwd)
 
     preserve = rw.flag(PRESERVE_RELATIVE_PATHS, False)
+    images = _local_images(rw, iwd)
+    shipped_images = _image_files(rw, images) if image_digest else set()
 
     # --- Cmd
     cmd = rw.string(CMD)
@@ -454,6 +469,8 @@ def rewrite_job(
                 rw.input_names.append(_url_basename(entry))
                 continue
             copy_contents = entry.endswith("/")
+            if not copy_contents and rw.resolve(entry, iwd) in shipped_images:
+                continue  # the image: shipped by content, never copied per job
             if preserve and not entry.startswith("/") and "/" in entry.rstrip("/"):
                 raise BadInput(
                     f"{ctx}: preserve_relative_paths with input {_shown(entry)} is not supported"
@@ -483,18 +500,13 @@ def rewrite_job(
             rw.input_names.append(posixpath.basename(item.local_path))
 
     # --- container images given as local paths
-    for name in (CONTAINER_IMAGE, SINGULARITY_IMAGE):
-        value = rw.string(name)
-        if not value or "://" in value or value.startswith("docker:"):
-            continue
-        if name == CONTAINER_IMAGE and not rw.flag(TRANSFER_CONTAINER, True):
-            continue
-        local = rw.resolve(value, iwd)
-        if any(local.startswith(p) for p in SITE_PROVIDED_PREFIXES):
-            continue
-        item = rw.add_input(local, is_dir=value.endswith("/"))
-        rw.set_string(name, item.remote_path)
-        rw.input_names.append(posixpath.basename(item.local_path))
+    for name, local in images.items():
+        if image_digest is not None and local in shipped_images:
+            item = rw.add_image(local, image_digest(local))
+        else:
+            item = rw.add_input(local, is_dir=rw.string(name).endswith("/"))
+            rw.input_names.append(posixpath.basename(item.local_path))
+        _set_image(rw, name, item.remote_path)
 
     # --- stdout / stderr
     out = rw.string(STDOUT)
@@ -652,7 +664,14 @@ class PathMap:
                 item = from_json(InputFile, raw, "input")
             except RecordError as exc:
                 raise _malformed(str(exc)) from None
-            if item.remote_path != mirror_path(pm.remote_spool, item.local_path):
+            if item.sha256 and not is_digest(item.sha256):
+                raise _malformed(f"input {_shown(item.local_path)} has a malformed sha256")
+            expected = (
+                image_path(pm.remote_spool, item.sha256)
+                if item.sha256
+                else mirror_path(pm.remote_spool, item.local_path)
+            )
+            if item.remote_path != expected:
                 raise _malformed(f"input {_shown(item.local_path)} is not mirrored as expected")
             if item.bundle_path != bundle_path(item.local_path):
                 raise _malformed(f"input {_shown(item.local_path)} has a wrong bundle path")
@@ -707,6 +726,36 @@ def _relative_to(path: str, root: str) -> Optional[str]:
 def _join(base: str, rel: str) -> str:
     """``base`` + ``/rel``; ``base`` alone when ``rel`` is empty; no "//" after a root "/"."""
     return base.rstrip("/") + "/" + rel if rel else base
+
+
+def _local_images(rw: _Rewriter, iwd: str) -> dict[str, str]:
+    """{attribute: local path} of the container images to ship: local paths only (not
+    URLs, ``docker:``, what the site provides, or ContainerImage with TransferContainer
+    false)."""
+    found = {}
+    for name in (CONTAINER_IMAGE, SINGULARITY_IMAGE):
+        value = rw.string(name)
+        if not value or "://" in value or value.startswith("docker:"):
+            continue
+        if name == CONTAINER_IMAGE and not rw.flag(TRANSFER_CONTAINER, True):
+            continue
+        local = rw.resolve(value, iwd)
+        if not any(local.startswith(p) for p in SITE_PROVIDED_PREFIXES):
+            found[name] = local
+    return found
+
+
+def _set_image(rw: _Rewriter, name: str, remote: str) -> None:
+    rw.set_string(name, remote)
+    # condor_submit also records the image's full local path; the site gets its own.
+    if name == CONTAINER_IMAGE and rw.string(CONTAINER_IMAGE_FULL_PATH) is not None:
+        rw.set_string(CONTAINER_IMAGE_FULL_PATH, remote)
+
+
+def _image_files(rw: _Rewriter, images: dict[str, str]) -> set[str]:
+    """The images shipped by content: all but sandbox directories ("dir/"), which are
+    mirrored like any input."""
+    return {local for name, local in images.items() if not (rw.string(name) or "").endswith("/")}
 
 
 def _local_output(rw: _Rewriter, value: Optional[str], iwd: str) -> Optional[str]:

@@ -10,8 +10,17 @@ the job's scratch directory, at `/srv`. The job then sees the image and its sand
 no export directory, no token, no key, no other process. Which image, which binds and
 which arguments are fixed here, never taken from the job ad (HTCondor's defaults read
 `SingularityImage` and `SingularityBind` from the job), and a job that asks for a
-container of its own, or names Apptainer's variables in its environment (they would
-steer the nested Apptainer itself), does not start.
+Docker container, or names Apptainer's variables in its environment (they would steer
+the nested Apptainer itself), does not start.
+
+A job with an image of its own (`container_image`, `+SingularityImage`: a local .sif
+that export shipped once per sha256, see lumberjack/core/images.py) runs the same way,
+nested, with the same isolation, in its image instead of the site image: only when the
+image's path is `<this export's spool>/lumberjack-images/<sha256>.sif`. Any other image
+path (another export's, a path the job made up, a network image) and the startd does
+not start the job. Nested, not beside the pilot's container: the starter that launches
+the job lives in the site image, and HTCondor's own Singularity support there is what
+contains the job; a runtime beside it would need a second way into the node.
 
 Runtimes "none" and podman-hpc have no such container: there, exports of different
 owners must not share the site account at once unless the profile says the account is
@@ -22,17 +31,23 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
+from lumberjack.core.images import IMAGE_NAME_REGEX, images_dir
+
 #: Runtimes whose startd runs every job in a nested container (see job_container_lines).
 ISOLATING_RUNTIMES = ("apptainer", "singularity")
 #: Apptainer inside the site image (containers/site-image/packages.txt installs it).
 INNER_APPTAINER = "/usr/bin/apptainer"
 #: Where the job's scratch directory appears inside its container.
 JOB_TARGET_DIR = "/srv"
-#: Jobs the startd refuses: their own container (docker, container universe, an image),
-#: or Apptainer's own variables in their environment (APPTAINER_BIND would add binds).
+#: The job attributes that may name an image, in the order the startd looks at them.
+IMAGE_ATTRS = ("ContainerImage", "SingularityImage")
+#: Jobs the startd refuses: Docker, a network or sandbox-directory image, another
+#: universe, or Apptainer's own variables in their environment (APPTAINER_BIND would add
+#: binds). Which image paths it accepts: see _image_lines.
 JOB_GUARD = (
-    "(TARGET.WantDocker =!= true) && (TARGET.ContainerImage =?= undefined) && "
-    "(TARGET.DockerImage =?= undefined) && (TARGET.JobUniverse =?= 5) && "
+    "(TARGET.WantDocker =!= true) && (TARGET.DockerImage =?= undefined) && "
+    "(TARGET.WantDockerImage =!= true) && (TARGET.WantSandboxImage =!= true) && "
+    "(TARGET.JobUniverse =?= 5) && "
     '(TARGET.Environment =?= undefined || !regexp("APPTAINER|SINGULARITY", '
     'TARGET.Environment, "i")) && '
     '(TARGET.Env =?= undefined || !regexp("APPTAINER|SINGULARITY", TARGET.Env, "i"))'
@@ -44,25 +59,59 @@ def isolates(runtime_name: str) -> bool:
     return runtime_name in ISOLATING_RUNTIMES
 
 
-def job_container_lines(runtime_name: str, image: str) -> str:
-    """Config lines of a pilot's startd: every job in its own nested container (nothing
-    for a runtime that cannot nest)."""
+def _classad_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _image_lines(image: str, spool: str | None) -> tuple[str, str]:
+    """(SINGULARITY_IMAGE_EXPR, the START clause on images): the job's own image when
+    it names one shipped to this export (`spool`), the site image when it names none;
+    a job naming any other image never starts (no spool: no job image at all)."""
+    site = _classad_string(image)
+    if spool is None:
+        return site, " && ".join(f"(TARGET.{a} =?= undefined)" for a in IMAGE_ATTRS)
+    prefix = images_dir(spool) + "/"
+    if any(c in prefix for c in '\\"'):
+        raise ValueError(f"spool {spool!r} has a character no ClassAd string may hold here")
+    shipped = {
+        a: f'(isString(TARGET.{a}) && substr(TARGET.{a}, 0, {len(prefix)}) =?= "{prefix}" && '
+        f'regexp("{IMAGE_NAME_REGEX}", substr(TARGET.{a}, {len(prefix)})))'
+        for a in IMAGE_ATTRS
+    }
+    expr = site
+    for attr in reversed(IMAGE_ATTRS):
+        expr = f"ifThenElse({shipped[attr]}, TARGET.{attr}, {expr})"
+    start = " && ".join(f"((TARGET.{a} =?= undefined) || {shipped[a]})" for a in IMAGE_ATTRS)
+    return expr, start
+
+
+def job_container_lines(runtime_name: str, image: str, spool: str | None = None) -> str:
+    """Config lines of a pilot's startd: every job in its own nested container of the
+    site image, or of its own image when export shipped it to `spool` (the export's
+    remote SPOOL; None for pilots that serve several exports, which then run no job
+    image). Nothing for a runtime that cannot nest."""
     if not isolates(runtime_name):
         return (
             f"# Runtime {runtime_name}: jobs run beside the startd, as the site account, with\n"
             "# no container of their own (see [site] shared_account in the profile)."
         )
-    quoted = image.replace("\\", "\\\\").replace('"', '\\"')
-    return f"""# Every job in its own container of the site image, nested in the startd's: it
-# sees the image and its scratch directory (at {JOB_TARGET_DIR}), no export directory, key,
-# token or process of anyone else. Image, binds and arguments are fixed here: HTCondor's
-# defaults would take them from the job ad.
+    image_expr, image_start = _image_lines(image, spool)
+    return f"""# Every job in its own container nested in the startd's: the site image, or the
+# job's own image when export shipped it into this export's images directory. It sees
+# the image and its scratch directory (at {JOB_TARGET_DIR}), no export directory, key,
+# token or process of anyone else. Binds and arguments are fixed here, and the image is
+# chosen here: HTCondor's defaults would take them from the job ad.
 SINGULARITY = {INNER_APPTAINER}
 SINGULARITY_JOB = TRUE
-SINGULARITY_IMAGE_EXPR = "{quoted}"
+SINGULARITY_IMAGE_EXPR = {image_expr}
 SINGULARITY_BIND_EXPR = ""
 SINGULARITY_EXTRA_ARGUMENTS = ""
 SINGULARITY_TARGET_DIR = {JOB_TARGET_DIR}
 SINGULARITY_MOUNT_HOME = FALSE
 SINGULARITY_USE_PID_NAMESPACES = TRUE
-START = ($(START)) && {JOB_GUARD}"""
+# The startd proves it can run a SIF with a test image that Debian's HTCondor does not
+# ship; this startd runs every job from a SIF (the site image), so it says so itself:
+# condor_submit asks for HasSIF in every container_image job.
+HasSIF = True
+STARTD_ATTRS = $(STARTD_ATTRS) HasSIF
+START = ($(START)) && {JOB_GUARD} && {image_start}"""

@@ -301,7 +301,7 @@ PREEMPT = FALSE
 KILL = FALSE
 WANT_SUSPEND = FALSE
 WANT_VACATE = FALSE
-{job_container_lines(settings.runtime_name, settings.image)}
+{job_container_lines(settings.runtime_name, settings.image, _job_images_spool(settings))}
 # Idle: no claim for this long and the startd (and so the pilot) ends.
 STARTD_NOCLAIM_SHUTDOWN = {settings.idle_shutdown_s}
 RUNBENCHMARKS = 0
@@ -312,6 +312,14 @@ CGROUP_MEMORY_LIMIT_POLICY = none
 MOUNT_UNDER_SCRATCH =
 MAIL = /bin/true
 """
+
+
+def _job_images_spool(settings: PoolSettings) -> str | None:
+    """The spool whose shipped images the pilots' jobs may run in: their export's. A
+    lease's pilots serve several exports (owners) and see none of their directories."""
+    if settings.layout.name.startswith(LEASE_PREFIX):
+        return None
+    return settings.layout.spool
 
 
 def _in_image(settings: PoolSettings, *command: str) -> str:
