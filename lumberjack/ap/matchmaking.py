@@ -230,11 +230,18 @@ def _reasons(
     ad: Any, slot: Any, profile: SiteProfile, request: ResourceRequest, unknown: list[str]
 ) -> list[str]:
     image = network_image(ad)
-    if image is not None and not profile.outbound_network:
+    if image is not None:
+        # The pilots run only images shipped with the export (site/job_container.py):
+        # a download at the site is never attempted, with or without a network.
+        why = (
+            "the compute nodes of site {site} have no outbound network"
+            if not profile.outbound_network
+            else "the pilots at site {site} run only images shipped with the export"
+        )
         return [
-            f"container image {image} must be downloaded, and the compute nodes of site "
-            f"{profile.name} have no outbound network: build it here with "
-            f"`{sif_command(image)}` and submit with container_image = the .sif"
+            f"container image {image} must be downloaded, and {why.format(site=profile.name)}:"
+            f" build it here with `{sif_command(image)}` and submit with container_image ="
+            " the .sif"
         ]
     if ad.symmetricMatch(slot):
         return []

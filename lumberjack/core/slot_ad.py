@@ -126,6 +126,10 @@ def slot_ad(
         ad["OpSysMajorVer"] = str(platform.opsys_major_ver)
     ad["HasFileTransfer"] = "true"
     ad["HasSingularity"] = "true" if container else "false"
+    # condor_submit asks for these of container_image and self-checkpointing jobs; the
+    # pilots' startds advertise them (HasSIF: site/job_container.py; HTCondor 25 the rest).
+    ad["HasContainer"] = ad["HasSIF"] = "true" if container else "false"
+    ad["HasSelfCheckpointTransfers"] = "true"
     ad[PILOT_ATTR] = quote(pilot)
     ad[RETIRE_ATTR] = str(retire_time)
     ad["START"] = start
