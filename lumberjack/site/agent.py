@@ -542,7 +542,19 @@ def settings_for(layout: ExportLayout, launch: dict) -> PoolSettings:
         release=(launch.get("condor_release") or {}).get("dir", ""),
         idle_shutdown_s=int(launch.get("idle_shutdown_s", 300)),
         max_running_jobs=launch.get("max_running_jobs"),
+        **gpu_settings(launch),
     )
+
+
+def gpu_settings(launch: dict) -> dict[str, Any]:
+    """PoolSettings' GPU fields from launch.json (none in a plan written before GPUs)."""
+    gpus = launch.get("gpus") or {}
+    return {
+        "gpus": int((launch.get("spec") or {}).get("gpus_per_node", 0)),
+        "gpu_vendor": gpus.get("vendor") or "",
+        "gpu_model": gpus.get("model") or "",
+        "simulate_gpus": bool(gpus.get("simulate")),
+    }
 
 
 def make_private(root: str) -> int:

@@ -44,9 +44,22 @@ def isolates(runtime_name: str) -> bool:
     return runtime_name in ISOLATING_RUNTIMES
 
 
-def job_container_lines(runtime_name: str, image: str) -> str:
+def gpu_job_lines(vendor: str) -> str:
+    """What a job that was assigned GPUs gets in its container, by vendor. HTCondor's
+    starter adds `--nv` itself to such a job's Apptainer when the discovery saw an NVIDIA
+    driver (the slot's GPUs_NvidiaDriver), and `--rocm` when it saw ROCm (GPUs_Rocm) or
+    SINGULARITY_ADD_ROCM_FLAG is set; Intel GPUs need /dev/dri bound, decided from the
+    slot's own AssignedGPUs (MY.), never from the job ad. Jobs without GPUs get nothing."""
+    if vendor == "amd":
+        return "SINGULARITY_ADD_ROCM_FLAG = TRUE"
+    if vendor == "intel":
+        return 'SINGULARITY_BIND_EXPR = ifThenElse(isUndefined(MY.AssignedGPUs), "", "/dev/dri")'
+    return ""
+
+
+def job_container_lines(runtime_name: str, image: str, gpu_vendor: str = "") -> str:
     """Config lines of a pilot's startd: every job in its own nested container (nothing
-    for a runtime that cannot nest)."""
+    for a runtime that cannot nest); `gpu_vendor`: the devices a GPU job's container gets."""
     if not isolates(runtime_name):
         return (
             f"# Runtime {runtime_name}: jobs run beside the startd, as the site account, with\n"
@@ -65,4 +78,5 @@ SINGULARITY_EXTRA_ARGUMENTS = ""
 SINGULARITY_TARGET_DIR = {JOB_TARGET_DIR}
 SINGULARITY_MOUNT_HOME = FALSE
 SINGULARITY_USE_PID_NAMESPACES = TRUE
-START = ($(START)) && {JOB_GUARD}"""
+START = ($(START)) && {JOB_GUARD}
+{gpu_job_lines(gpu_vendor)}""".rstrip()
