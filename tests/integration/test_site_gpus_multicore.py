@@ -34,7 +34,7 @@ echo "start $(date +%s)"
 for name in CUDA_VISIBLE_DEVICES _CONDOR_AssignedGPUs GPU_DEVICE_ORDINAL; do
     printf '%s=%s\\n' "$name" "$(printenv "$name" || echo unset)"
 done
-grep -E '^(Name|Cpus|Memory|AssignedGPUs|DetectedGPUs|GPUs[A-Za-z_]*) = ' \\
+grep -E '^(Name|Cpus|Memory|AssignedGPUs|DetectedGPUs|GPUs[A-Za-z0-9_]*) = ' \\
     "${_CONDOR_MACHINE_AD:-.machine.ad}"
 sleep "${2:-0}"
 echo "end $(date +%s)"
@@ -56,7 +56,8 @@ def probe_output(path: Path) -> dict[str, str]:
     for line in path.read_text().splitlines():
         match = re.match(r"^(\w+)(?: = |=| )(.*)$", line)
         if match:
-            found[match.group(1)] = match.group(2).strip().strip('"')
+            value = match.group(2).strip()
+            found[match.group(1)] = value[1:-1] if value[:1] == value[-1:] == '"' else value
     return found
 
 
@@ -105,14 +106,18 @@ def test_a_gpu_job_runs_on_its_assigned_device(
         # the device HTCondor assigned the slot is the job's, through the nested
         # container's clean environment
         assert assigned in SIMULATED_IDS, seen
-        assert seen["CUDA_VISIBLE_DEVICES"] == assigned, seen
         assert seen["_CONDOR_AssignedGPUs"] == assigned, seen
+        # HTCondor gives CUDA the device's full UUID (from the slot's nested GPU ad)
+        device = seen["GPUs_" + assigned.replace("-", "_")]
+        uuid = re.search(r'DeviceUuid = "([0-9a-f-]+)"', device)
+        assert uuid and seen["CUDA_VISIBLE_DEVICES"] == f"GPU-{uuid.group(1)}", seen
+        assert seen["GPU_DEVICE_ORDINAL"] == assigned, seen
         assert seen["GPUs"] == "1", seen
         # discovered (simulated) properties, advertised by the startd
         assert seen["GPUs_DeviceName"] == "A100-SXM4-40GB", seen
         assert seen["GPUs_Capability"] == "8.0", seen
         assert set(seen["DetectedGPUs"].replace(" ", "").split(",")) == SIMULATED_IDS, seen
-        assert re.fullmatch(r"slot1_\d+@pilot-\d+-g1", seen["Name"]), seen
+        assert re.fullmatch(r"slot1_\d+@pilot-\d+-g1@.+", seen["Name"]), seen
         devices.append(assigned)
     a, b = history(cluster, ["ProcId", "JobCurrentStartDate", "CompletionDate"], expect=2)
     if _overlap(a, b):  # at once on one node: each has a device of its own
@@ -149,7 +154,7 @@ def test_mixed_cores_share_a_node_and_a_whole_node_job_takes_it(
     flags = ["--cores", "4", "--memory", "4GB", "--gpus", "0"]
     journey(name, list(clusters), flags, len(shapes), clock)
 
-    projection = ["ClusterId", "LastRemoteHost", "JobCurrentStartDate", "CompletionDate"]
+    projection = ["ProcId", "LastRemoteHost", "JobCurrentStartDate", "CompletionDate"]
     ads = {index: history(cluster, projection, expect=1)[0] for cluster, index in clusters.items()}
     startds = {ad["LastRemoteHost"].split("@", 1)[1] for ad in ads.values()}
     assert len(startds) == 1, ads  # one node's startd ran them all
