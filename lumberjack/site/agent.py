@@ -52,7 +52,7 @@ from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
-from lumberjack.site import pilot_token, remote_pool
+from lumberjack.site import gpus, pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
@@ -542,19 +542,8 @@ def settings_for(layout: ExportLayout, launch: dict) -> PoolSettings:
         release=(launch.get("condor_release") or {}).get("dir", ""),
         idle_shutdown_s=int(launch.get("idle_shutdown_s", 300)),
         max_running_jobs=launch.get("max_running_jobs"),
-        **gpu_settings(launch),
+        **gpus.pool_settings(launch),
     )
-
-
-def gpu_settings(launch: dict) -> dict[str, Any]:
-    """PoolSettings' GPU fields from launch.json (none in a plan written before GPUs)."""
-    gpus = launch.get("gpus") or {}
-    return {
-        "gpus": int((launch.get("spec") or {}).get("gpus_per_node", 0)),
-        "gpu_vendor": gpus.get("vendor") or "",
-        "gpu_model": gpus.get("model") or "",
-        "simulate_gpus": bool(gpus.get("simulate")),
-    }
 
 
 def make_private(root: str) -> int:

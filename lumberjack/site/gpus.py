@@ -19,6 +19,8 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
+from typing import Any
+
 #: The vendors a profile may name, and the container runtime's arguments that pass their
 #: devices through (Apptainer and Singularity alike).
 PASSTHROUGH: dict[str, tuple[str, ...]] = {
@@ -82,3 +84,14 @@ def startd_gpu_lines(gpus: int, vendor: str, model: str = "", simulate: bool = F
             "STARTD_CRON_GPUs_MONITOR_CONDITION = false",
         ]
     return "\n".join(lines)
+
+
+def pool_settings(launch: dict[str, Any]) -> dict[str, Any]:
+    """PoolSettings' GPU fields from launch.json (none in a plan written before GPUs)."""
+    gpus = launch.get("gpus") or {}
+    return {
+        "gpus": int((launch.get("spec") or {}).get("gpus_per_node", 0)),
+        "gpu_vendor": gpus.get("vendor") or "",
+        "gpu_model": gpus.get("model") or "",
+        "simulate_gpus": bool(gpus.get("simulate")),
+    }

@@ -327,7 +327,6 @@ def pool_plan(
         "idle_shutdown_s": request.idle_shutdown_s,
         "max_running_jobs": profile.schedd.max_running_jobs,
         "placement": profile.schedd.placement,
-        # the vendor picks the devices' passthrough; simulate: test sites only
         "gpus": {
             "vendor": queue.gpu_vendor,
             "model": queue.gpu_model,

@@ -194,3 +194,23 @@ def _slurm():  # -> BatchSystem
     from lumberjack.site.batch import get_batch_system
 
     return get_batch_system("slurm")
+
+
+def test_the_plan_carries_the_queues_gpus_to_the_startd() -> None:
+    from lumberjack.profiles.request import build_request
+    from lumberjack.state.lifecycle import pool_plan
+
+    profile = find_profile("testbed")
+    layout = ExportLayout("/home/hpcuser/lumberjack/calib")
+    plan = pool_plan(build_request(profile, queue="gpu", gpus=2), profile, layout, "lj-calib")
+    fields = gpus.pool_settings(plan)
+    assert fields == {"gpus": 2, "gpu_vendor": "nvidia", "gpu_model": "A100-SXM4-40GB",
+                      "simulate_gpus": True}  # fmt: skip
+    config = config_values(remote_pool.pilot_config(settings(**fields)))
+    assert config["GPU_DISCOVERY_EXTRA"] == "-simulate:4,2"
+    plain = pool_plan(build_request(profile), profile, layout, "lj-calib")
+    assert gpus.pool_settings(plain)["gpus"] == 0
+    before_gpus = {key: value for key, value in plain.items() if key != "gpus"}
+    assert gpus.pool_settings(before_gpus) == {
+        "gpus": 0, "gpu_vendor": "", "gpu_model": "", "simulate_gpus": False,
+    }  # fmt: skip
