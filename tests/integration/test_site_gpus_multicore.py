@@ -18,6 +18,7 @@ from journey import (
     last_json,
     lumberjack,
     make_job_dir,
+    site_run,
     submit,
     wait_finished,
 )
@@ -63,6 +64,11 @@ def probe_output(path: Path) -> dict[str, str]:
 
 def journey(name: str, clusters: list[int], flags: list[str], jobs: int, clock: Clock) -> float:
     """export, ship, launch, wait, fetch, import; seconds from launch to outputs at home."""
+    gpu_nodes = site_run("sinfo -h -p gpu -o %N", check=False).split()
+    assert gpu_nodes == ["g1"], (
+        "the running testbed has no GPU node g1 (started from code older than it): "
+        "restart it with containers/testbed/testbed.py down, then up"
+    )
     ids = [str(cluster) for cluster in clusters]
     exported = last_json(
         lumberjack("export", "--ids", *ids, "--site", "testbed", "--queue", "gpu", "--nodes",
