@@ -83,6 +83,7 @@ def _remove(schedd: Any, cluster: int) -> None:
 def complete(log_in: Path, log_out: Path, now: int) -> int:
     """Copy a job_queue.log with every proc made completed, as a site returns it."""
     from lumberjack.core import jobqueuelog as jql
+    from lumberjack.core import jobqueuelog_write as jqlw
 
     ads = jql.read_log(log_in)
     procs = 0
@@ -101,7 +102,7 @@ def complete(log_in: Path, log_out: Path, now: int) -> int:
             ("RemoteWallClockTime", "60.0"),
         ):
             ad.set(name, value)
-    jql.write_log(log_out, ads, timestamp=now)
+    jqlw.write_log(log_out, ads, timestamp=now)
     return procs
 
 
@@ -166,6 +167,7 @@ def clone_queue(native_log: Path, out_log: Path, n: int, per_cluster: int = 10_0
     """A native export of n procs: the real cluster's ads, cloned into n / per_cluster
     clusters with their own ids (numbers in keys and ClusterId/ProcId/GlobalJobId)."""
     from lumberjack.core import jobqueuelog as jql
+    from lumberjack.core import jobqueuelog_write as jqlw
 
     per_cluster = min(per_cluster, n)
     ads = jql.read_log(native_log)
@@ -187,7 +189,7 @@ def clone_queue(native_log: Path, out_log: Path, n: int, per_cluster: int = 10_0
             iwd = proc_ad.get("Iwd")
             if iwd is not None:
                 ad.set("Iwd", f'"/site/spool/{c}/{p}/cluster{c}.proc{p}.subproc0"')
-    jql.write_log(out_log, out, timestamp=1718000000)
+    jqlw.write_log(out_log, out, timestamp=1718000000)
     return n
 
 
@@ -197,6 +199,7 @@ def memory_child(kind: str, directory: Path, n: int) -> dict[str, Any]:
 
     from lumberjack.ap import export, importer
     from lumberjack.core import jobqueuelog as jql
+    from lumberjack.core import jobqueuelog_write as jqlw
 
     started = time.perf_counter()
     if kind == "export":
@@ -223,7 +226,7 @@ def memory_child(kind: str, directory: Path, n: int) -> dict[str, Any]:
         _manifest, merge, _plans = importer.plan_import(bundle, spool)
         merge_dir = directory / "merge"
         merge_dir.mkdir(exist_ok=True)
-        jql.write_log(merge_dir / "job_queue.log", merge.ads)
+        jqlw.write_log(merge_dir / "job_queue.log", merge.ads)
     elapsed = time.perf_counter() - started
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"kind": kind, "jobs": n, "seconds": round(elapsed, 2), "peak_kib": peak_kib}

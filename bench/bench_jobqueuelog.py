@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 
 _CLUSTER_ATTRS = [
     ("Owner", '"alice"'),
@@ -80,7 +81,7 @@ def synthetic_log(n_records: int) -> str:
             jql.LogRecord(106),
         ]
         i += 1
-    return jql.format_records(records)
+    return jqlw.format_records(records)
 
 
 def run(n_records: int, repeat: int = 3) -> dict[str, Any]:
@@ -102,11 +103,11 @@ def run(n_records: int, repeat: int = 3) -> dict[str, Any]:
 
             t0 = time.perf_counter()
             ads = jql.replay(records)
-            compact = jql.log_text(ads, timestamp=1718000000)  # what write_log writes
+            compact = jqlw.log_text(ads, timestamp=1718000000)  # what write_log writes
             t_replay = min(t_replay, time.perf_counter() - t0)
 
             t0 = time.perf_counter()
-            jql.write_log(out, ads, timestamp=1718000000)
+            jqlw.write_log(out, ads, timestamp=1718000000)
             t_write = min(t_write, time.perf_counter() - t0)
 
         written = compact.count("\n")

@@ -41,7 +41,7 @@ import testbed  # noqa: E402
 from bench_shipping import ssh_command  # noqa: E402
 
 from lumberjack.profiles.sites import SiteProfile, find_profile  # noqa: E402
-from lumberjack.state.lifecycle import Site  # noqa: E402
+from lumberjack.state.steps import Site  # noqa: E402
 
 SMALL_JOBS = 4
 MANY_JOBS = 30

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import shlex
 import shutil
 import sys
@@ -41,7 +40,7 @@ import testbed  # noqa: E402
 from lumberjack.ap import export as export_mod  # noqa: E402
 from lumberjack.ap.schedd import LocalSchedd  # noqa: E402
 from lumberjack.profiles.sites import find_profile  # noqa: E402
-from lumberjack.state import handback, lifecycle, site_export  # noqa: E402
+from lumberjack.state import handback, lifecycle, plans, site_export, steps  # noqa: E402
 from lumberjack.state.ledger import Ledger  # noqa: E402
 
 EXPORTS = 50
@@ -59,7 +58,7 @@ from lumberjack.site.remote_pool import ExportLayout
 pilot = sys.argv[2]
 for root in sys.argv[3:]:
     layout = ExportLayout(root)
-    plan = json.load(open(os.path.join(root, "launch.json")))
+    plan = json.load(open(layout.launch_plan))
     settings = agent.settings_for(layout, plan)
     agent.place_queue(layout, settings.site_user, settings.trust_domain)
     os.makedirs(layout.pilots, exist_ok=True)
@@ -80,7 +79,7 @@ def make_exports(work: Path, tag: str) -> tuple[list[str], list[int]]:
     ledger = Ledger()
     schedd = LocalSchedd()
     names = []
-    with lifecycle.Site(find_profile("testbed")) as site:
+    with steps.Site(find_profile("testbed")) as site:
         for n, cluster in enumerate(clusters):
             name = f"bench-sync-{tag}-{n:02d}"
             selection = export_mod.Selection(None, (str(cluster),))
@@ -96,18 +95,16 @@ def stand_in_launch(names: list[str]) -> str:
     """launch.json, the queue placed, one held Slurm job as every export's pilot; the
     ledger moved by the launch step. Returns the held job's id."""
     ledger = Ledger()
-    with lifecycle.Site(find_profile("testbed")) as site:
+    with steps.Site(find_profile("testbed")) as site:
         held = site.conn.run(
             "sbatch --parsable --hold -p debug -N1 -t 10 -o /dev/null --wrap 'sleep 1'"
         ).stdout.strip()
         roots = []
         for name in names:
             record = ledger.get(name)
-            layout = lifecycle.layout_of(record)
-            plan = lifecycle.launch_plan(record, site.profile, layout)
-            site.conn.put_bytes(
-                json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"), 0o600
-            )
+            layout = steps.layout_of(record)
+            plan = plans.launch_plan(record, site.profile, layout)
+            site.conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan, 0o600)
             roots.append(layout.root)
         agent = roots[0] + "/agent.pyz"
         site.conn.run(shlex.join(["python3", "-c", _PLACE, agent, held, *roots]))
@@ -132,7 +129,7 @@ def go_home(names: list[str], clusters: list[int]) -> list[str]:
     problems = []
     ledger = Ledger()
     schedd = LocalSchedd()
-    with lifecycle.Site(find_profile("testbed")) as site:
+    with steps.Site(find_profile("testbed")) as site:
         for name in names:
             try:
                 lifecycle.fetch(ledger, site, ledger.get(name))
@@ -172,7 +169,7 @@ def run(work: Path) -> dict:
     finally:
         problems = go_home(names, clusters)
         if held:
-            with lifecycle.Site(find_profile("testbed")) as site:
+            with steps.Site(find_profile("testbed")) as site:
                 site.conn.run(f"scancel {shlex.quote(held)}", check=False)
         shutil.rmtree(work, ignore_errors=True)
     best = min((first, second), key=lambda r: r["seconds"])

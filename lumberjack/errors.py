@@ -36,3 +36,32 @@ class LoginNeeded(LumberjackError):
     site allows no shared login, `sync --watch`)."""
 
     exit_code = 5
+
+
+class StateError(LumberjackError):
+    """The state directory or the ledger in it cannot be used (missing and not creatable,
+    not a directory, unwritable, corrupt, read-only, disk full); nothing changed."""
+
+    exit_code = 6
+
+
+#: A bug: an exception no code path expected. The CLI prints one line, not a traceback
+#: (LUMBERJACK_TRACEBACK=1 shows it).
+INTERNAL_ERROR_EXIT = 70
+
+#: A command stopped by Ctrl-C (as shells report SIGINT).
+INTERRUPTED_EXIT = 130
+
+#: Every exit code of the CLI and what it means (docs/exit-codes.md says more; `--help`
+#: lists these; a test checks that the two agree).
+EXIT_CODES = {
+    0: "done",
+    LumberjackError.exit_code: "failed; the message says what happened",
+    BadInput.exit_code: "bad input or usage; nothing changed",
+    RemoteError.exit_code: "the site failed (SSH, batch system, remote pool); retry later",
+    Busy.exit_code: "busy: another process holds the export or the ledger; try again",
+    LoginNeeded.exit_code: "the site needs a login: condor_lumberjack login SITE",
+    StateError.exit_code: "the state directory or ledger cannot be used; nothing changed",
+    INTERNAL_ERROR_EXIT: "internal error (a bug; please report it)",
+    INTERRUPTED_EXIT: "interrupted (Ctrl-C)",
+}

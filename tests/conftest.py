@@ -23,10 +23,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def load_fixture_module(name: str):  # -> module
-    """A helper module from tests/unit/fixtures/, loaded once by path."""
+    """A helper module from tests/unit/fixtures/ (`name`, or `batch/name` below it),
+    loaded once by path: the fixtures are scripts too (`make lint` runs one), not a
+    package. The one loader every test uses."""
     import importlib.util
 
-    full = f"lumberjack_test_{name}"
+    full = "lumberjack_test_" + name.replace("/", "_")
     if full not in sys.modules:
         spec = importlib.util.spec_from_file_location(
             full, ROOT / "tests" / "unit" / "fixtures" / f"{name}.py"

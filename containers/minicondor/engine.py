@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "testbed"))
 
 import testbed  # noqa: E402
+from image import log  # noqa: E402
 
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 COMPOSE_PLUGIN = Path("/usr/local/lib/docker/cli-plugins/docker-compose")
@@ -41,10 +42,6 @@ DOCKERD_FLAGS = [
     "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-forward=false",
     "--ip-masq=false", "--storage-driver=overlay2",
 ]  # fmt: skip
-
-
-def log(message: str) -> None:
-    print(f"[docker-tier] {message}", file=sys.stderr, flush=True)
 
 
 def data_root() -> Path:

@@ -21,11 +21,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "testbed"))
 
 import testbed  # noqa: E402
-from engine import log  # noqa: E402
 
 IMAGE_VARIABLE = "LUMBERJACK_MINICONDOR_IMAGE"
 RECIPE_FILES = ("prepare-rootfs.sh",)
 LOCAL_REPOSITORY = "condor-lumberjack/minicondor"
+
+
+def log(message: str) -> None:
+    """The Docker tier's progress line (engine.py uses it too: it imports this module)."""
+    print(f"[docker-tier] {message}", file=sys.stderr, flush=True)
 
 
 def recipe_hash() -> str:

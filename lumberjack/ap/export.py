@@ -24,14 +24,15 @@ from lumberjack import __version__
 from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
+from lumberjack.ap.names import check_name
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import word_of
 from lumberjack.core.records import NOT_IN_JSON, JsonRecord
 from lumberjack.errors import BadInput, LumberjackError
-from lumberjack.state.ledger import Ledger, check_name
 
 JOB_ID = re.compile(r"^(\d+)(?:\.(\d+))?$")
 EXPORTABLE_UNIVERSES = {5}  # vanilla (containers are vanilla jobs with an image)
@@ -42,6 +43,22 @@ RUNTIME_ATTRS = ("RequestRuntime", "MaxRuntime", "JobDurationLimit", "AllowedJob
 class Selection:
     constraint: str | None = None
     ids: tuple[str, ...] = ()
+
+    def check(self) -> str:
+        """The constraint, checked without a schedd (ids' syntax, the expression parses);
+        raises BadInput naming the input."""
+        constraint = self.to_constraint()
+        if self.constraint:
+            import classad2  # late: the bindings are only needed once jobs are selected
+
+            try:
+                classad2.ExprTree(constraint)
+            except Exception:  # noqa: BLE001  (classad2 raises its own ClassAdException)
+                raise BadInput(
+                    f"--constraint {constraint!r} is not a ClassAd expression; "
+                    """write e.g. -c 'JobBatchName == "calib"'"""
+                ) from None
+        return constraint
 
     def to_constraint(self) -> str:
         if bool(self.constraint) == bool(self.ids):
@@ -305,71 +322,6 @@ def _readable_size(path: str) -> int:
     return info.st_size
 
 
-def run_export(
-    schedd: LocalSchedd,
-    ledger: Ledger,
-    plan: Plan,
-    jobs: list[dict],
-    *,
-    site: str | None,
-    info: dict[str, Any] | None = None,
-    progress: ProgressCallback | None = None,
-) -> dict[str, int]:
-    """Export for real: ledger first, then the schedd, then the bundle. The bundle's
-    file count and bytes."""
-    with ledger.lock(plan.name):
-        ledger.create(
-            plan.name,
-            site=site,
-            bundle_dir=plan.bundle_dir,
-            remote_spool=plan.remote_spool,
-            owner=plan.owner,
-            clusters=plan.clusters,
-            jobs=plan.jobs,
-            info=info,
-        )
-        native_dir = plan.bundle_dir / bundle_mod.NATIVE
-        prepare_owned_dir(plan.bundle_dir, plan.owner)
-        prepare_owned_dir(native_dir, plan.owner)
-        ledger.move(plan.name, "export")
-        try:
-            crash_point("export.before-schedd")
-            result = schedd.export_jobs(plan.clusters, native_dir, plan.remote_spool)
-            crash_point("export.after-schedd")
-            if result.total_job_ads != len(plan.jobs):
-                raise LumberjackError(
-                    f"the schedd exported {result.total_job_ads} jobs, expected {len(plan.jobs)}; "
-                    "rolled back"
-                )
-            local_iwds = {f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs}
-            # Written as the owner: its inputs are read, and the bundle made, as the owner.
-            args = {"plan": plan.to_json(), "native_log": str(result.log),
-                    "local_iwds": local_iwds, "site": site}  # fmt: skip
-            written = as_user.call_as(plan.owner, write_bundle_json, args, progress)
-            # Import refuses a manifest (and so a path map) changed after this point.
-            ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
-                plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip
-            crash_point("export.after-manifest")
-        except BaseException as exc:
-            rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
-            raise
-        ledger.move(plan.name, "export")
-        return written
-
-
-def rollback(
-    schedd: LocalSchedd, ledger: Ledger, name: str, clusters: list[int], reason: str
-) -> None:
-    """Give the jobs back to the local schedd after a failed export."""
-    try:
-        schedd.unexport(clusters)
-    except LumberjackError as exc:
-        if "No clusters to unexport" not in str(exc):
-            ledger.step(name, "rollback", "failed", str(exc))
-            raise
-    ledger.move(name, "rollback", message=f"rolled back: {reason}")
-
-
 def write_bundle_json(
     plan: dict[str, Any],
     native_log: str,
@@ -416,7 +368,7 @@ def write_bundle(
 
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
-    jql.write_log(spool_dir / "job_queue.log", ads)
+    jqlw.write_log(spool_dir / "job_queue.log", ads)
     del ads, clusters  # the queue is written: its memory goes to the manifest's JSON
     entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
     crash_point("export.before-manifest")

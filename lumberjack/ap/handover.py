@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lumberjack.ap.identity import Owner, acting_as
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 
 QUEUE_LOG = "job_queue.log"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -35,7 +36,7 @@ def handed_over(parent: Path, ads: Mapping[str, jql.Ad], owner: Owner | None) ->
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             with os.fdopen(os.open(QUEUE_LOG, flags, 0o600, dir_fd=dir_fd), "wb") as fh:
-                jql.write_log_to(fh, ads)
+                jqlw.write_log_to(fh, ads)
                 if owner is not None:
                     os.fchown(fh.fileno(), owner.uid, owner.gid)
             if owner is not None:

@@ -39,11 +39,13 @@ from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrit
 from lumberjack.ap.placement import check_safe_relative, plan_outputs
 from lumberjack.ap.schedd import LocalSchedd, import_as_owner
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.classad_text import quote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
 from lumberjack.core.returns import NAME_MAX, PATH_MAX, Limits
+from lumberjack.core.safepath import has_control_character
 from lumberjack.errors import BadInput
 
 #: A returned queue may grow this much over the one sent (status, results, history).
@@ -71,6 +73,8 @@ class ImportReport(JsonRecord):
     events_appended: int = 0
     # jobs held because an output could not be placed as the owner: the reason
     held: dict[str, str] = field(default_factory=dict)
+    # jobs that come back held because the site held them
+    held_at_site: list[str] = field(default_factory=list)
 
 
 def find_returned_spool(directory: Path) -> tuple[Path, Path]:
@@ -234,8 +238,10 @@ def merge_queue(
     jobs: list[str],
     *,
     consume: bool = False,
+    site: str | None = None,
 ) -> QueueMerge:
-    """The queue for the schedd: every sent ad as it left, each job plus its results.
+    """The queue for the schedd: every sent ad as it left, each job plus its results
+    (a job held at the ``site`` says so in its HoldReason).
 
     With ``consume`` the caller hands ``returned`` and ``sent`` over: they are emptied as
     the merge goes, so three whole queues are never in memory at once.
@@ -263,7 +269,7 @@ def merge_queue(
         if there is None:
             merge.missing.append(key)
             continue
-        new, changes = results.take_results(original_ad(ad, path_map.jobs[key]), ad, there)
+        new, changes = results.take_results(original_ad(ad, path_map.jobs[key]), ad, there, site)
         merge.ads[key] = new
         if changes:
             merge.site_changes[key] = changes.to_json()
@@ -273,7 +279,11 @@ def merge_queue(
             merge.completed += 1
         if status_of(there.get("JobStatus")) not in FINAL:
             merge.idle += 1
-    merge.not_sent = [ad.key for num, ad in back.items() if num not in sent_nums]
+    # The site's schedd keeps a user record (0.N) for the site account: bookkeeping.
+    merge.not_sent = [
+        ad.key for num, ad in back.items()
+        if num not in sent_nums and jql.key_kind(ad.key) != "user"
+    ]  # fmt: skip
     return merge
 
 
@@ -321,6 +331,7 @@ def plan_import(
     read: bundle_mod.ReadManifest | None = None,
     owner: Owner | None = None,
     reader: Owner | None = None,
+    site: str | None = None,
 ) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
     """Check everything that came back; raise BadInput before any change. The bundle is
     read as ``owner``, the returned spool as ``reader`` (None: as this process)."""
@@ -338,7 +349,7 @@ def plan_import(
     with acting_as(reader):
         returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
         returned_at = os.stat(spool / QUEUE_LOG).st_mtime
-    merge = merge_queue(returned, sent, path_map, list(manifest.jobs), consume=True)
+    merge = merge_queue(returned, sent, path_map, list(manifest.jobs), consume=True, site=site)
     del returned, sent
 
     plans = []
@@ -376,13 +387,13 @@ def _read_returned(path: Path) -> bytes:
 def _log_size(ads: dict[str, jql.Ad]) -> tuple[int, int]:
     """(bytes, records) of the log write_log() writes for ``ads``: it bounds the
     returned queue's."""
-    text = jql.log_text(ads)
+    text = jqlw.log_text(ads)
     return len(text.encode("utf-8", "surrogateescape")), text.count("\n")
 
 
 def check_returned_name(name: str, job_id: str) -> None:
     """Refuse names no job should write: control characters, too long for this system."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if has_control_character(name):
         raise BadInput(f"job {job_id}: returned file name {name!r} contains control characters")
     raw = name.encode("utf-8", "surrogateescape")
     if len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
@@ -443,8 +454,9 @@ def run_import(
     limits: Limits | None = None,
     after_append: Callable[[], None] | None = None,
     read: bundle_mod.ReadManifest | None = None,
+    site: str | None = None,
 ) -> ImportReport:
-    """Import a returned spool.
+    """Import a returned spool (from ``site``: named in the HoldReason of jobs held there).
 
     Everything on the user's side (outputs, user logs, the schedd's merge) is done as
     the jobs' owner, the manifest's, which must be ``owner`` when given (the ledger's).
@@ -456,7 +468,7 @@ def run_import(
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
-        owner=bundle_reader, reader=spool_reader,
+        owner=bundle_reader, reader=spool_reader, site=site,
     )  # fmt: skip
     if owner and manifest.owner != owner:
         raise BadInput(
@@ -468,6 +480,7 @@ def run_import(
     report.completed, report.handed_back_idle = merge.completed, merge.idle
     report.site_changes = merge.site_changes
     report.not_sent, report.missing = merge.not_sent, merge.missing
+    report.held_at_site = [k for k, s in merge.statuses.items() if s is JobStatus.HELD]
     for plan in plans:
         for p in plan.placements:
             report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})

@@ -22,7 +22,7 @@ JOB_PROJECTION = [
     "TransferOutputRemaps", "In", "Out", "Err", "UserLog", "x509userproxy",
     "ContainerImage", "OutputDestination", "RequestRuntime", "MaxRuntime",
     "JobDurationLimit", "AllowedJobDuration", "RequestCpus", "RequestMemory",
-    "JobBatchName", "QDate",
+    "RequestDisk", "RequestGPUs", "JobBatchName", "QDate",
 ]  # fmt: skip
 
 
@@ -70,6 +70,15 @@ class LocalSchedd:
                 f"the schedd rejected constraint {constraint!r}: {_one_line(exc)}"
             ) from exc
         return [ad_to_dict(ad) for ad in ads]
+
+    def query_ads(self, constraint: str, projection: Iterable[str]) -> list[Any]:
+        """The jobs' ads as the bindings give them (classad2.ClassAd), for matchmaking."""
+        try:
+            return list(self._schedd.query(constraint=constraint, projection=list(projection)))
+        except Exception as exc:
+            raise BadInput(
+                f"the schedd rejected constraint {constraint!r}: {_one_line(exc)}"
+            ) from exc
 
     def history(
         self, constraint: str, projection: Iterable[str] = JOB_PROJECTION, limit: int = 10

@@ -7,7 +7,7 @@ import importlib
 import click
 
 from lumberjack import __version__
-from lumberjack.cli.common import LumberjackGroup
+from lumberjack.cli.common import LumberjackGroup, exit_codes_help
 
 #: The module (in lumberjack/cli/) that defines each command; importing it registers the
 #: command on `cli`. A run imports only its command's module, so `status` or `import`
@@ -18,6 +18,7 @@ COMMAND_MODULES = {
     "unexport": "export_cmd",
     "exports": "export_cmd",
     "inspect": "inspect_cmd",
+    "logs": "logs_cmd",
     "lease": "lease_cmd",
     "leases": "lease_cmd",
     "login": "login_cmd",
@@ -49,6 +50,7 @@ class LazyCommands(LumberjackGroup):
 @click.group(
     cls=LazyCommands,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+    epilog=exit_codes_help(),
 )
 @click.version_option(__version__, prog_name="condor_lumberjack")
 def cli() -> None:
@@ -56,8 +58,9 @@ def cli() -> None:
 
     \b
     Typical journey:
-      condor_lumberjack sites check perlmutter --nodes 4 --walltime 2h
-      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --name calib
+      condor_lumberjack sites check perlmutter --nodes 4 --walltime 2h --allocation m1234
+      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter \\
+          --allocation m1234 --name calib
       condor_lumberjack login polaris   # MFA sites: once a day, asks for the code
       condor_lumberjack sync            # from cron, every minute
       condor_lumberjack status calib

@@ -1,15 +1,25 @@
-"""What every command shares: --json output, one-line errors, exit codes, the
-prototype's spellings, and counted words."""
+"""What every command shares: --json output, one-line errors and their exit codes (one
+mapping, `failure`; listed in docs/exit-codes.md), the prototype's spellings, and counted
+words."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
-from typing import Any, Callable, TypeVar
+from collections.abc import Sequence
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
-from lumberjack.errors import LumberjackError
+from lumberjack.errors import (
+    EXIT_CODES,
+    INTERNAL_ERROR_EXIT,
+    INTERRUPTED_EXIT,
+    LumberjackError,
+    StateError,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,23 +31,85 @@ PROTOTYPE_COMMANDS = {"--export": "export", "--import": "import"}
 
 
 class LumberjackGroup(click.Group):
-    """A click group that turns LumberjackError into `error: ...` and its exit code, and
-    that takes the prototype's `--export`/`--import` for the commands."""
+    """A click group that takes the prototype's `--export`/`--import` for the commands,
+    and whose `main` ends every failure in one line and its exit code (`failure`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] in PROTOTYPE_COMMANDS:
             args = [PROTOTYPE_COMMANDS[args[0]], *args[1:]]
         return super().parse_args(ctx, args)
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def main(self, args: Sequence[str] | None = None, *a: Any, **extra: Any) -> NoReturn:
+        argv = list(sys.argv[1:] if args is None else args)
+        extra.pop("standalone_mode", None)
         try:
-            return super().invoke(ctx)
-        except LumberjackError as exc:
-            if ctx.meta.get("lumberjack.json"):
-                click.echo(json.dumps({"ok": False, "error": str(exc)}))
-            else:
-                click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
+            code = super().main(argv, *a, standalone_mode=False, **extra)
+        except SystemExit:
+            raise
+        except BaseException as exc:  # noqa: BLE001  (the one place every failure ends)
+            if os.environ.get("LUMBERJACK_TRACEBACK") and not isinstance(exc, _EXPECTED):
+                raise
+            code = report_failure(exc, wants_json(argv))
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+_EXPECTED = (LumberjackError, click.ClickException, click.Abort, KeyboardInterrupt)
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether --json is among the words (before a `--`), wherever it stands: a usage
+    error is then still answered in JSON."""
+    words = list(argv)
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
+
+
+def failure(exc: BaseException) -> tuple[int, str]:
+    """The exit code and one-line message for a failure (docs/exit-codes.md lists them)."""
+    if isinstance(exc, LumberjackError):  # its own lines (one, but for a list of findings)
+        return exc.exit_code, str(exc).strip() or type(exc).__name__
+    if isinstance(exc, click.ClickException):
+        return exc.exit_code, exc.format_message()
+    if isinstance(exc, (click.Abort, KeyboardInterrupt)):
+        return INTERRUPTED_EXIT, "interrupted"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        if exc.errno in _DISK_ERRNOS:
+            return StateError.exit_code, f"{where}{exc.strerror}; free space or fix the disk"
+        return LumberjackError.exit_code, f"{where}{exc.strerror or exc}"
+    name = type(exc).__name__
+    return INTERNAL_ERROR_EXIT, (
+        f"internal error (a bug; please report it): {name}: {_one_line(str(exc))}; "
+        "LUMBERJACK_TRACEBACK=1 shows where"
+    )
+
+
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
+def report_failure(exc: BaseException, as_json: bool) -> int:
+    """Print the failure (JSON on stdout, or text on stderr); its exit code."""
+    if isinstance(exc, BrokenPipeError):  # the reader went away (`| head`): nothing to say
+        return LumberjackError.exit_code
+    code, message = failure(exc)
+    if as_json:
+        # An error may carry details (e.g. a list of findings) for the JSON answer.
+        click.echo(json.dumps({"ok": False, "error": message, **getattr(exc, "details", {})}))
+    elif isinstance(exc, click.UsageError):
+        exc.show()  # click's usage line, then "Error: ..."
+    else:
+        for line in message.splitlines():
+            click.echo(f"error: {line}", err=True)
+    return code
+
+
+def exit_codes_help() -> str:
+    """The exit codes for --help (click keeps the lines of a \\b paragraph as they are)."""
+    lines = [f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()]
+    return "\b\nExit codes (docs/exit-codes.md):\n" + "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "(no message)"
 
 
 def json_option(func: F) -> F:

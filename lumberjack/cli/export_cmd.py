@@ -12,18 +12,30 @@ from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
 from lumberjack.ap.bundle import read_manifest_once
 from lumberjack.ap.identity import acting_as, owner_of_path
+from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import request_options
+from lumberjack.cli.request_options import check_request, request_options
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state import phases
+from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase
 
 if TYPE_CHECKING:
     from lumberjack.state.site_export import SiteExport
+
+
+def skip_unmatched_option(func: Any) -> Any:
+    """--skip-unmatched: export only the clusters that can run at the site."""
+    return click.option(
+        "--skip-unmatched",
+        is_flag=True,
+        help="Export only the clusters whose jobs match the pilots' slot; leave the others "
+        "in the queue (and say which and why).",
+    )(func)
 
 
 @cli.command("export")
@@ -66,6 +78,7 @@ if TYPE_CHECKING:
     help="SPOOL directory of the schedd that will run the jobs (offline bundles).",
 )
 @request_options
+@skip_unmatched_option
 @click.option("--dry-run", is_flag=True, help="Check and show what would happen; change nothing.")
 @json_option
 def export_command(
@@ -77,6 +90,7 @@ def export_command(
     lease: str | None,
     out: Path | None,
     remote_spool: str | None,
+    skip_unmatched: bool,
     dry_run: bool,
     as_json: bool,
     **request_flags: object,
@@ -84,26 +98,40 @@ def export_command(
     """Take jobs out of the local schedd into a bundle for a site or another schedd.
 
     The jobs are marked as managed externally (the local schedd will not run them) until
-    `import` brings their results back or `unexport` hands them back unrun.
+    `import` brings their results back or `unexport` hands them back unrun. For a site,
+    every job is first matched against the slot the pilots will advertise: clusters that
+    could never run there are refused, one line each with the reason and the fix.
 
     \b
     Examples:
-      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --nodes 4
+      condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --nodes 4 \\
+          --allocation m1234
       condor_lumberjack export --ids 12 13 --site testbed --walltime 2h --dry-run
       condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
       condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
     """
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
+    selection.check()  # the input first: no schedd or site is asked about a typo
+    if name is not None:
+        check_name(name)
+    if site is not None:
+        check_request(site, lease, **request_flags)
+    if lease is not None and out is not None:
+        raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
+    if out is not None and not remote_spool:
+        raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
     ledger = Ledger()
     if lease is not None:
-        if out is not None:
-            raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
         from lumberjack.state import leases
 
         site = leases.site_to_join(ledger, lease, site, request_flags)
     if (out is None) == (site is None):
         raise BadInput("give either --site SITE, or --out DIR for an offline bundle")
+    if site is not None:  # a retired site is refused before the schedd is asked anything
+        from lumberjack.profiles.sites import check_not_retired, find_profile
+
+        check_not_retired(find_profile(site))
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     if ledger.find(name):
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
@@ -112,11 +140,9 @@ def export_command(
         from lumberjack.state import site_export  # the SSH libraries: only for a site
 
         bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags,
-                                    lease=lease)  # fmt: skip
+                                    lease=lease, skip_unmatched=skip_unmatched)  # fmt: skip
         emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
         return
-    if not remote_spool:
-        raise BadInput("an offline bundle needs --remote-spool PATH (the other schedd's SPOOL)")
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=out.resolve(), remote_spool=remote_spool
     )
@@ -124,7 +150,7 @@ def export_command(
         emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))
         return
     with for_command(as_json).task("copying inputs", plan.input_bytes) as advance:
-        written = export_mod.run_export(schedd, ledger, plan, jobs, site=None, progress=advance)
+        written = run_export(schedd, ledger, plan, jobs, site=None, progress=advance)
     emit(as_json, {"ok": True, **plan.to_json(), **written}, _plan_text(plan, dry=False))
 
 
@@ -166,17 +192,27 @@ def _plan_text(plan: export_mod.Plan, dry: bool) -> str:
     help="An offline bundle whose spool/ holds the other schedd's spool.",
 )
 @click.option("--dry-run", is_flag=True, help="Check and show what would happen; change nothing.")
+@click.option(
+    "--verbose", "-v", is_flag=True,
+    help="Name, per job, every attribute the site changed that was not merged "
+    "(without: one summary line).",
+)  # fmt: skip
 @json_option
-def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json: bool) -> None:
+def import_command(
+    name: str | None, in_dir: Path | None, dry_run: bool, verbose: bool, as_json: bool
+) -> None:
     """Bring results back: outputs where the submit file said, job ads merged.
 
-    Safe to repeat: outputs already in place are not placed again, and the schedd
-    merges only jobs still managed externally.
+    Each job gets its results and usage (status, exit code, hold reason, times, CPU,
+    memory, disk, transfer statistics), checked; a job held at the site comes back
+    held. Safe to repeat: outputs already in place are not placed again, and the
+    schedd merges only jobs still managed externally.
 
     \b
     Examples:
       condor_lumberjack import --in /scratch/calib
       condor_lumberjack import calib --dry-run --json
+      condor_lumberjack import calib --verbose
     """
     ledger = Ledger()
     if in_dir is None and name and ledger.get(name).site:
@@ -189,7 +225,7 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
             )
         again = record.phase == Phase.IMPORTED
         data = {"ok": True, "dry_run": dry_run, **data, "already_imported": again}
-        emit(as_json, data, _import_text(data, dry_run, again))
+        emit(as_json, data, _import_text(data, dry_run, again, verbose))
         return
     if in_dir is None and not name:
         raise BadInput("give an export NAME or --in DIR")
@@ -213,16 +249,16 @@ def import_command(name: str | None, in_dir: Path | None, dry_run: bool, as_json
     report = importer.run_import(
         schedd, bundle_dir, spool, work_dir=ledger.work_dir(f"in-{tag}", area="offline"),
         owner=owner, bundle_reader=reader, spool_reader=reader, dry_run=dry_run,
-        manifest_sha256=digest, read=read,
+        manifest_sha256=digest, read=read, site=record.site if record is not None else None,
     ).to_json()  # fmt: skip
     if record is not None and not dry_run:
         ledger.move(record.name, "import --in")
     again = record is not None and record.phase == Phase.IMPORTED
     data = {"ok": True, "dry_run": dry_run, **report, "already_imported": again}
-    emit(as_json, data, _import_text(data, dry_run, again))
+    emit(as_json, data, _import_text(data, dry_run, again, verbose))
 
 
-def _import_text(data: dict, dry_run: bool, again: bool) -> str:
+def _import_text(data: dict, dry_run: bool, again: bool, verbose: bool = False) -> str:
     jobs, files = plural(data["jobs"], "job"), plural(len(data["placements"]), "output file")
     if again and not dry_run:
         return f"nothing new: {data['name']!r} was imported already ({jobs}, {files} in place)"
@@ -235,26 +271,50 @@ def _import_text(data: dict, dry_run: bool, again: bool) -> str:
     placed = plural(data["files_placed"], "output file")
     before = len(data["placements"]) - data["files_placed"]
     text = head + f"{placed} placed" + (f" ({before} already in place)" if before else "")
-    return text + "".join(f"\n{line}" for line in _reported(data))
+    return text + "".join(f"\n{line}" for line in _reported(data, verbose))
 
 
-def _reported(data: dict) -> list[str]:
-    """One line for each thing the site sent that import did not take."""
+def _reported(data: dict, verbose: bool = False) -> list[str]:
+    """One line for each kind of thing the site sent that import did not take (with
+    `verbose`, the site's changes one line per ad)."""
     lines = []
+    held = data.get("held_at_site") or []
+    if held:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        lines.append(f"{plural(len(held), 'job')} held at the site, held here too: {shown} "
+                     f"(condor_lumberjack logs {data['name']} --job ID)")  # fmt: skip
     if data.get("not_sent"):
         lines.append(f"ignored ads this export never sent: {', '.join(data['not_sent'])}")
     if data.get("missing"):
         lines.append(f"jobs missing from the returned queue: {', '.join(data['missing'])}")
-    for key, change in sorted(data.get("site_changes", {}).items()):
-        names = ", ".join(n for kind in ("changed", "added", "removed", "refused")
-                          for n in change.get(kind, []))  # fmt: skip
-        lines.append(f"{key}: site changed, not merged: {names}")
+    changes = data.get("site_changes", {})
+    if changes and verbose:
+        for key, change in sorted(changes.items()):
+            names = ", ".join(n for kind in ("changed", "added", "removed", "refused")
+                              for n in change.get(kind, []))  # fmt: skip
+            lines.append(f"{key}: site changed, not merged: {names}")
+    elif changes:
+        lines.append(_changes_summary(changes))
     for job, events in sorted(data.get("events", {}).items()):
         dropped = events.get("dropped") or {}
         if dropped:
             why = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items()))
             lines.append(f"{job}: user-log events dropped: {why}")
     return lines
+
+
+def _changes_summary(changes: dict[str, dict[str, list[str]]]) -> str:
+    """One line for the site's changes that were not merged, whatever the jobs' count."""
+    counts: dict[str, int] = {}
+    for change in changes.values():
+        for names in change.values():
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+    top = sorted(counts, key=lambda n: (-counts[n], n.lower()))
+    shown = ", ".join(f"{n} ({counts[n]})" for n in top[:6])
+    more = f" and {len(top) - 6} more" if len(top) > 6 else ""
+    return (f"site changed {plural(len(top), 'attribute')} in {plural(len(changes), 'ad')}, "
+            f"not merged: {shown}{more} (--verbose: each ad)")  # fmt: skip
 
 
 def _unexport_help() -> str:
@@ -326,11 +386,11 @@ def unexport_command(name: str, discard: bool, force: bool, dry_run: bool, as_js
 
 def _discard(ledger: Ledger, name: str, force: bool) -> dict[str, Any]:
     """unexport --discard: over a connection to the site when its pool may still run."""
-    from lumberjack.state import handback, lifecycle
+    from lumberjack.state import handback, steps
 
     record = ledger.get(name)
     if record.site and record.phase in handback.POOL_MAY_RUN:
-        with lifecycle.site_for(record) as site:
+        with steps.site_for(record) as site:
             return handback.discard_and_hand_back(ledger, LocalSchedd(), record, site, force=force)
     return handback.discard_and_hand_back(ledger, LocalSchedd(), record, force=force)
 

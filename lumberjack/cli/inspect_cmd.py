@@ -3,30 +3,55 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 import click
 
+from lumberjack.ap.queue_summary import queue_summary
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.core import jobqueuelog
+from lumberjack.core.units import format_memory, parse_memory
 from lumberjack.errors import BadInput
 
+#: The largest log `inspect` reads unless --max-size says more (it is held in memory).
+DEFAULT_MAX_SIZE = "1GB"
 
-def load_ads(path: str) -> dict[str, jobqueuelog.Ad]:
-    """read_log(path), with every failure turned into a one-line BadInput naming the file."""
+
+def load_ads(path: str, max_mb: int | None = None) -> dict[str, jobqueuelog.Ad]:
+    """The ads of the log at `path`, with every failure turned into a one-line BadInput
+    naming the file. Only a regular file of at most `max_mb` MB is read: a device or a
+    FIFO would be read forever (opened non-blocking, so a FIFO does not hang the open)."""
+    limit_mb = parse_memory(DEFAULT_MAX_SIZE) if max_mb is None else max_mb
     try:
-        return jobqueuelog.read_log(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            _check_regular(path, os.fstat(fd), limit_mb)
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            return jobqueuelog.replay(jobqueuelog.parse_file(handle, path), source=path)
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path}: is a directory, not a job_queue.log") from None
     except PermissionError:
         raise BadInput(f"{path}: permission denied") from None
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
     except jobqueuelog.JobQueueLogError as exc:
         raise BadInput(log_error(path, exc)) from None
+
+
+def _check_regular(path: str, info: os.stat_result, limit_mb: int) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise BadInput(f"{_cell(path)}: is {what}, not a job_queue.log")
+    if info.st_size > limit_mb * 1024 * 1024:
+        raise BadInput(
+            f"{_cell(path)}: {format_memory(-(-info.st_size // (1024 * 1024)))} is more "
+            f"than --max-size {format_memory(limit_mb)}; give a larger --max-size"
+        )
 
 
 #: How much of a bad line an error shows.
@@ -152,8 +177,12 @@ def render_diff(path_a: str, path_b: str, diff: dict[str, Any]) -> str:
 @click.option(
     "--diff", "diff", is_flag=True, help="Compare FILE with OTHER ad by ad, attribute by attribute."
 )
+@click.option(
+    "--max-size", default=DEFAULT_MAX_SIZE, metavar="SIZE",
+    help='Refuse a log larger than this ("500MB", "4GB").',
+)  # fmt: skip
 @json_option
-def inspect_cmd(log_file: str, other: str | None, diff: bool, as_json: bool) -> None:
+def inspect_cmd(log_file: str, other: str | None, diff: bool, max_size: str, as_json: bool) -> None:
     """Show the jobs recorded in an HTCondor job_queue.log (no schedd needed).
 
     Replays the log the way the schedd does on startup: committed transactions
@@ -173,17 +202,21 @@ def inspect_cmd(log_file: str, other: str | None, diff: bool, as_json: bool) -> 
       condor_lumberjack inspect --json job_queue.log | jq '.ads["1.0"].JobStatus'
     """
     path = os.fspath(log_file)
+    try:
+        max_mb = parse_memory(max_size)
+    except ValueError as exc:
+        raise BadInput(f"--max-size {max_size} {exc}") from None
     if diff or other is not None:
         if not (diff and other is not None):
             raise BadInput("compare two logs with: inspect --diff FILE OTHER")
-        changes = diff_ads(load_ads(path), load_ads(other))
+        changes = diff_ads(load_ads(path, max_mb), load_ads(other, max_mb))
         if as_json:
             emit(True, {"a": path, "b": other, "ads": changes})
         else:
             emit(False, None, render_diff(path, other, changes))
         return
-    ads = load_ads(path)
+    ads = load_ads(path, max_mb)
     if as_json:
         emit(True, {"ads": {key: dict(ad.attrs) for key, ad in ads.items()}})
     else:
-        emit(False, None, render(path, jobqueuelog.queue_summary(ads)))
+        emit(False, None, render(path, queue_summary(ads)))

@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
+from lumberjack.ap.names import check_name
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.errors import BadInput
-from lumberjack.state.ledger import LeaseRecord, Ledger, check_name
+from lumberjack.state.ledger import LeaseRecord, Ledger, lease_key
 from lumberjack.state.phases import LeasePhase
 
 dry_run_option = click.option(
@@ -27,7 +28,8 @@ def lease_group() -> None:
 
     \b
     Examples:
-      condor_lumberjack lease create calib --site anvil --nodes 4 --walltime 4h
+      condor_lumberjack lease create calib --site anvil --nodes 4 --walltime 4h \\
+          --allocation abc123456
       condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
       condor_lumberjack lease status calib
       condor_lumberjack lease shutdown calib
@@ -36,7 +38,7 @@ def lease_group() -> None:
 
 def _site(record: LeaseRecord) -> Any:
     from lumberjack.profiles.sites import find_profile
-    from lumberjack.state.lifecycle import Site
+    from lumberjack.state.steps import Site
 
     return Site(find_profile(record.site))
 
@@ -56,12 +58,13 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
     \b
     Examples:
       condor_lumberjack lease create calib --site testbed --nodes 2 --walltime 30m
-      condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 --dry-run
+      condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 \\
+          --allocation abc123456 --dry-run
     """
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import leases
-    from lumberjack.state.lifecycle import Site
+    from lumberjack.state.steps import Site
 
     check_name(name, "lease")
     profile = find_profile(site)
@@ -80,7 +83,7 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
                        "request": report_dict(request, profile)},
              f"would create lease {name!r} at {site}\n" + "\n".join(report))  # fmt: skip
         return
-    with ledger.lock(f"lease:{name}"), Site(profile) as connection:
+    with ledger.lock(lease_key(name)), Site(profile) as connection:
         result = leases.create(ledger, connection, name, request)
     record = ledger.get_lease(name)
     pilots = result.get("pilots", {}).get("submitted", [])
@@ -137,7 +140,7 @@ def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
              f"would submit another round of pilots for lease {name!r}")  # fmt: skip
         return
-    with ledger.lock(f"lease:{name}"), _site(record) as site:
+    with ledger.lock(lease_key(name)), _site(record) as site:
         result = leases.extend(ledger, site, record)
     new = result["pilots"].get("submitted", [])
     emit(as_json, {"ok": True, "name": name, **result},
@@ -172,7 +175,7 @@ def shutdown_command(name: str, force: bool, dry_run: bool, as_json: bool) -> No
              f"would shut lease {name!r} down" + (f" (still serving {', '.join(waiting)})"
                                                  if waiting else ""))  # fmt: skip
         return
-    with ledger.lock(f"lease:{name}"), _site(record) as site:
+    with ledger.lock(lease_key(name)), _site(record) as site:
         result = leases.shutdown(ledger, site, record, force=force)
     emit(as_json, {"ok": True, "name": name, "phase": ledger.get_lease(name).phase, **result},
          f"lease {name}: ended; pilots cancelled: "

@@ -42,7 +42,7 @@ def login_command(site: str, persist: str | None, as_json: bool) -> None:
     \b
     Examples:
       condor_lumberjack login polaris --persist 12h   # each morning, in a terminal
-      * * * * * condor_lumberjack sync --json >> sync.log 2>&1   # cron rides it
+      * * * * * condor_lumberjack sync --log-file ~/lumberjack-sync.log >/dev/null  # cron
     """
     profile = find_profile(site)
     state = login.open_login(profile, _persist_seconds(persist))

@@ -12,6 +12,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from lumberjack.core.units import parse_walltime
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import (
     REQUEST_FIELDS,
@@ -22,28 +23,57 @@ from lumberjack.profiles.request import (
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+class Duration(click.ParamType):
+    """A duration in the syntax every option takes ("30s", "90m", "2h", "1d12h",
+    "HH:MM:SS"); a bare number counts `bare_unit`s (seconds for polls and timeouts,
+    minutes for walltimes, as sbatch reads them). The value is seconds (int)."""
+
+    name = "duration"
+
+    def __init__(self, bare_unit: str = "s") -> None:
+        self.bare_unit = bare_unit
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        text = str(value).strip()
+        try:
+            if text.isdigit():
+                return int(text) * (60 if self.bare_unit == "m" else 1)
+            return parse_walltime(text)
+        except ValueError as exc:
+            self.fail(f"{value!r} {exc}", param, ctx)
+
+
 _OPTIONS = (
     click.option(
         "--nodes", type=int, default=None, metavar="N",
         help="Nodes in total over all pilots (default: the profile's).",
     ),
     click.option(
-        "--cores", type=int, default=None, metavar="N",
+        "--cores", type=int, default=None, metavar="N", show_default="the profile's",
         help="Cores per node (whole-node queues: all of them).",
     ),
     click.option(
-        "--memory", default=None, metavar="SIZE",
+        "--memory", default=None, metavar="SIZE", show_default="the profile's",
         help='Memory per node: "4GB", "4000MB" or MB (whole-node queues: all of it).',
     ),
-    click.option("--gpus", type=int, default=None, metavar="N", help="GPUs per node."),
+    click.option(
+        "--gpus", type=int, default=None, metavar="N", show_default="the profile's",
+        help="GPUs per node.",
+    ),
     click.option(
         "--walltime", default=None, metavar="TIME",
         help='Pilot walltime: "HH:MM:SS", "90m", "2h", "1d12h" (default: from the jobs\' '
         "runtimes, else the profile's).",
     ),
-    click.option("--queue", default=None, metavar="NAME", help="Queue from the site profile."),
     click.option(
-        "--allocation", default=None, metavar="NAME",
+        "--queue", default=None, metavar="NAME", show_default="the profile's",
+        help="Queue from the site profile.",
+    ),
+    click.option(
+        "--allocation", default=None, metavar="NAME", show_default="the profile's, if any",
         help="Allocation (project/account) to charge.",
     ),
     click.option(
@@ -75,3 +105,16 @@ def request_from_options(
     so a command may pass all of its parameters). Raises BadInput."""
     flags = {name: opts.get(name) for name in REQUEST_FIELDS}
     return build_request(profile, job_runtimes_s=job_runtimes_s, **flags)
+
+
+def check_request(site: str, lease: str | None, **opts: Any) -> SiteProfile:
+    """The site's profile, and the flags checked against it before a schedd or the site
+    is asked anything (the jobs' runtimes are checked again once selected). A lease
+    brings its own request (leases.site_to_join refuses flags)."""
+    from lumberjack.profiles.sites import check_not_retired, find_profile
+
+    profile = find_profile(site)
+    check_not_retired(profile)  # before its request: a retired site takes none
+    if lease is None:
+        request_from_options(profile, **opts)
+    return profile

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from lumberjack.cli import cli
+from lumberjack.ap.names import check_name
+from lumberjack.cli import cli, synclog
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import request_options
+from lumberjack.cli.request_options import Duration, check_request, request_options
+from lumberjack.core.units import format_walltime
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
-from lumberjack.state import lifecycle, phases
+from lumberjack.state import lifecycle, phases, steps, sync
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
 
@@ -27,18 +30,18 @@ def _one_step(
     name: str,
     as_json: bool,
     dry_run: bool,
-    step: Callable[[Ledger, lifecycle.Site, ExportRecord], dict[str, Any]],
+    step: Callable[[Ledger, steps.Site, ExportRecord], dict[str, Any]],
     describe: str,
 ) -> None:
     """The shape every single-step command shares: checks, lock, one connection."""
     ledger = Ledger()
     record = ledger.get(name)
-    lifecycle.check_phase(record, describe)
+    steps.check_phase(record, describe)
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
              f"would {describe} {name!r} (phase {record.phase}, site {record.site})")  # fmt: skip
         return
-    with ledger.lock(name), lifecycle.site_for(record, progress=for_command(as_json)) as site:
+    with ledger.lock(name), steps.site_for(record, progress=for_command(as_json)) as site:
         result = step(ledger, site, record)
     phase = ledger.get(name).phase
     emit(as_json, {"ok": True, "name": name, "phase": phase, **result},
@@ -130,7 +133,7 @@ def status_command(name: str, as_json: bool) -> None:
         emit(as_json, {"ok": True, "name": name, "phase": record.phase},
              f"{name}: phase {record.phase} (nothing at a site)")  # fmt: skip
         return
-    with lifecycle.site_for(record) as site:
+    with steps.site_for(record) as site:
         answer = lifecycle.refresh_status(ledger, site, record)
     login, login_text = site_login(site.profile)
     phase = ledger.get(name).phase
@@ -149,7 +152,8 @@ def status_command(name: str, as_json: bool) -> None:
                    "lease": lease},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
          f"  pool:   {pool}\n"
-         f"  login:  {record.site}: {login_text}")  # fmt: skip
+         + "".join(f"  never:  {line}\n" for line in answer.get("never_match", []))
+         + f"  login:  {record.site}: {login_text}")  # fmt: skip
 
 
 @cli.command("fetch")
@@ -195,13 +199,13 @@ CLEANUP_HELP = f"""Remove a finished export's directory at the site and its loca
 def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_json: bool) -> None:
     from lumberjack.state import handback
 
-    def step(ledger: Ledger, site: lifecycle.Site | None, record: ExportRecord) -> dict:
+    def step(ledger: Ledger, site: steps.Site | None, record: ExportRecord) -> dict:
         return handback.cleanup(ledger, site, record, site_only=site_only, force=force)
 
     ledger = Ledger()
     record = ledger.get(name)
     if not record.site and not site_only:
-        lifecycle.check_phase(record, "cleanup")
+        steps.check_phase(record, "cleanup")
         if dry_run:
             emit(as_json, {"ok": True, "dry_run": True}, f"would remove {record.bundle_dir}")
             return
@@ -220,11 +224,26 @@ def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_j
     help="Keep advancing until no export has a step left, over one connection per site "
     "held all along (asks once at an MFA site that allows no connection sharing).",
 )
-@click.option("--poll", default=30.0, metavar="SECONDS", help="Seconds between rounds of --watch.")
+@click.option(
+    "--poll", type=Duration(), default="30s", metavar="DURATION",
+    help='Time between rounds of --watch ("30s", "2m"; a bare number is seconds).',
+)  # fmt: skip
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also append each round, one JSON line with its time, to this file; it is "
+    f"rotated at {synclog.MAX_BYTES // 2**20} MiB, keeping {synclog.BACKUPS} old files "
+    "(default: no log file).",
+)
 @dry_run_option
 @json_option
 def sync_command(
-    names: tuple[str, ...], watch: bool, poll: float, dry_run: bool, as_json: bool
+    names: tuple[str, ...],
+    watch: bool,
+    poll: int,
+    log_file: str | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Advance every export one safe step or more; for cron, safe to run every minute.
 
@@ -237,24 +256,34 @@ def sync_command(
     idle, a half-created or half-stopped lease is finished, and a lease whose pilots
     are gone ends once no export in it is waiting.
 
+    Exit codes: 0 nothing failed (whether or not anything moved: the JSON "summary"
+    says which); 1 a failure that needs a person (e.g. pilots gave up, a cap refused a
+    fetch); 2 bad input; 3 a site failed (retried next round); 5 a site needs a login.
+    Several kinds in one round give 1.
+
     \b
-    Example crontab line:
-      * * * * * condor_lumberjack sync --json >> ~/.local/state/condor-lumberjack/sync.log 2>&1
+    Example crontab line (docs/mfa-and-cron.md has a systemd timer too):
+      * * * * * condor_lumberjack sync --log-file ~/lumberjack-sync.log >/dev/null
     Where a site allows no connection sharing, in a terminal multiplexer instead:
       condor_lumberjack sync --watch
     """
     ledger = Ledger()
+    for name in names:
+        ledger.get(name)  # an unknown name is a typo (exit 2), not "nothing to do"
     if not watch:
-        _sync_round(ledger, lifecycle.sync(ledger, names=names, dry_run=dry_run), dry_run, as_json)
+        results = sync.sync(ledger, names=names, dry_run=dry_run)
+        _sync_round(ledger, results, dry_run, as_json, log_file=log_file)
         return
-    sites: dict[str, lifecycle.Site] = {}
+    sites: dict[str, steps.Site] = {}
     try:
         while True:
-            results = lifecycle.sync(
+            results = sync.sync(
                 ledger, names=names, dry_run=dry_run, sites=sites,
-                open_site=lambda record: lifecycle.site_for(record, hold=True),
+                open_site=lambda record: steps.site_for(record, hold=True),
             )  # fmt: skip
-            code = _sync_round(ledger, results, dry_run, as_json, exit_on_error=False)
+            code = _sync_round(
+                ledger, results, dry_run, as_json, exit_on_error=False, log_file=log_file
+            )
             if code == LoginNeeded.exit_code or dry_run or not _pending(ledger, names):
                 break
             time.sleep(poll)
@@ -280,34 +309,58 @@ def _sync_round(
     dry_run: bool,
     as_json: bool,
     exit_on_error: bool = True,
+    log_file: str | None = None,
 ) -> int:
-    """Print one round of sync; its exit code (the errors' own when they share one)."""
+    """Print one round of sync (and log it); its exit code (the errors' own when they
+    share one)."""
     failed = [r for r in results if r.get("error")]
     lines = [
         f"{r['name']:24} {r['phase']:10} "
         + (f"error: {r['error']}" if r.get("error") else " ".join(r.get("steps", [])) or "-")
         for r in results
     ]
-    emit(as_json, {"ok": not failed, "dry_run": dry_run, "exports": results},
-         "\n".join(lines) or "no exports to advance")  # fmt: skip
     codes = {r.get("exit_code", LumberjackError.exit_code) for r in failed}
     code = (codes.pop() if len(codes) == 1 else LumberjackError.exit_code) if failed else 0
+    rolled_back = [r.name for r in ledger.list() if r.phase == Phase.FAILED]
+    answer = {"ok": not failed, "dry_run": dry_run, "exports": results,
+              "summary": synclog.summary(results, rolled_back, code)}  # fmt: skip
+    if log_file:
+        synclog.append(Path(log_file), answer)
+    emit(as_json, answer, "\n".join(lines) or "no exports to advance")
     if code and exit_on_error:
         sys.exit(code)
     return code
 
 
 @cli.command("run")
-@click.option("-c", "--constraint", metavar="EXPR", help="ClassAd constraint (whole clusters).")
-@click.option("--ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC.")
+@click.option(
+    "-c",
+    "--constraint",
+    "-jobconstraint",
+    "constraint",
+    metavar="EXPR",
+    help="ClassAd constraint (whole clusters).",
+)
+@click.option(
+    "--ids", "-ids", "ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC."
+)  # fmt: skip
 @click.argument("more_ids", nargs=-1, metavar="[ID...]")
 @click.option("--site", help="Site profile the jobs go to (or --lease).")
 @click.option("--lease", metavar="NAME", help="Join lease NAME: its site, collector, pilots.")
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @request_options
 @click.option("--wait/--no-wait", default=True, help="Block until imported.")
-@click.option("--poll", default=30.0, metavar="SECONDS", help="Seconds between status checks.")
-@click.option("--timeout", default=0.0, metavar="SECONDS", help="Give up waiting (0: never).")
+@click.option(
+    "--poll",
+    type=Duration(),
+    default="30s",
+    metavar="DURATION",
+    help='Time between status checks ("30s", "2m"; a bare number is seconds).',
+)
+@click.option(
+    "--timeout", type=Duration(), default="0", metavar="DURATION",
+    help='Give up waiting after this long ("4h", "90m"; 0: never).',
+)  # fmt: skip
 @dry_run_option
 @json_option
 def run_command(
@@ -318,8 +371,8 @@ def run_command(
     lease: str | None,
     name: str | None,
     wait: bool,
-    poll: float,
-    timeout: float,
+    poll: int,
+    timeout: int,
     dry_run: bool,
     as_json: bool,
     **request_flags: Any,
@@ -332,7 +385,8 @@ def run_command(
     \b
     Examples:
       condor_lumberjack run --ids 12 --site testbed --nodes 3 --wait
-      condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h
+      condor_lumberjack run -c 'JobBatchName == "calib"' --site perlmutter --walltime 4h \\
+          --allocation m1234
       condor_lumberjack run -c 'JobBatchName == "calib"' --lease calib --wait
     """
     from lumberjack.ap import export as export_mod
@@ -344,6 +398,11 @@ def run_command(
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = export_mod.Selection(constraint, all_ids)
+    selection.check()  # the input first: no schedd or site is asked about a typo
+    if name is not None:
+        check_name(name)
+    if site is not None:
+        check_request(site, lease, **request_flags)
     ledger = Ledger()
     if lease is not None:
         site = leases.site_to_join(ledger, lease, site, request_flags)
@@ -351,7 +410,7 @@ def run_command(
         raise BadInput("give --site SITE (or --lease NAME)")
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     schedd = LocalSchedd()
-    held = lifecycle.Site(find_profile(site))  # the one connection of every step
+    held = steps.Site(find_profile(site))  # the one connection of every step
     with held:
         bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags, held,
                                     lease=lease)  # fmt: skip
@@ -377,16 +436,16 @@ def _wait(
     ledger: Ledger,
     schedd: Any,
     name: str,
-    site: lifecycle.Site,
+    site: steps.Site,
     wait: bool,
-    poll: float,
-    timeout: float,
+    poll: int,
+    timeout: int,
 ) -> None:
     """Sync one export over `site` until imported (once without `wait`)."""
     deadline = time.monotonic() + timeout if timeout > 0 else None
     sites = {site.profile.name: site}
     while True:
-        results = lifecycle.sync(ledger, names=(name,), schedd=schedd, sites=sites)
+        results = sync.sync(ledger, names=(name,), schedd=schedd, sites=sites)
         record = ledger.get(name)
         if results and results[0].get("error"):
             error = LumberjackError(f"{name}: {results[0]['error']}")
@@ -395,5 +454,7 @@ def _wait(
         if record.phase == Phase.IMPORTED or not wait:
             return
         if deadline is not None and time.monotonic() > deadline:
-            raise Busy(f"{name} is still {record.phase} after {timeout:.0f} s; `sync` goes on")
+            raise Busy(
+                f"{name} is still {record.phase} after {format_walltime(timeout)}; `sync` goes on"
+            )
         time.sleep(poll)

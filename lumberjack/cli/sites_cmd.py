@@ -12,7 +12,7 @@ from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.core.units import format_memory, format_walltime
 from lumberjack.profiles.model import SiteProfile, display_path
 from lumberjack.profiles.request import report_dict, report_lines
-from lumberjack.profiles.sites import find_profile, list_profiles, profile_dirs
+from lumberjack.profiles.sites import find_profile, load_profiles, profile_dirs
 
 
 @cli.group("sites", cls=LumberjackGroup)
@@ -28,11 +28,16 @@ def sites() -> None:
 
 
 @sites.command("list")
+@click.option(
+    "--wide", is_flag=True, help="Every queue and the whole system name (wider than 100 columns)."
+)
 @json_option
-def list_cmd(as_json: bool) -> None:
-    """List every site profile found: name, system, batch system, queues, login host.
+def list_cmd(wide: bool, as_json: bool) -> None:
+    """List every site profile found: name, system, batch system, queues (--wide: and
+    login host).
 
-    The default queue is marked with "*". Profiles come from the ones shipped with
+    The default queue is marked with "*" (the others are counted; --wide names them).
+    Profiles come from the ones shipped with
     lumberjack (site-profiles/), $LUMBERJACK_SITE_PROFILES and
     ~/.config/condor-lumberjack/sites.
 
@@ -40,7 +45,9 @@ def list_cmd(as_json: bool) -> None:
     Example:
       condor_lumberjack sites list --json
     """
-    profiles = list_profiles()
+    profiles, broken = load_profiles()
+    for line in broken:  # reported, and the other profiles still listed
+        click.echo(line, err=True)
     data = [
         {
             "name": p.name,
@@ -54,7 +61,7 @@ def list_cmd(as_json: bool) -> None:
         }
         for p in profiles
     ]
-    emit(as_json, data, _list_text(profiles))
+    emit(as_json, {"ok": True, "sites": data}, _list_text(profiles, wide))
 
 
 @sites.command("show")
@@ -78,7 +85,8 @@ def show_cmd(site: str, as_json: bool) -> None:
 def check_cmd(site: str, as_json: bool, **request_flags: Any) -> None:
     """Check a resource request against a site's limits, without contacting the site.
 
-    Prints each value, where it came from and the flag that changes it; exits with
+    Prints each value, where it came from and the flag that changes it, and the slot ad
+    each pilot node will advertise (what `export` matches the jobs against); exits with
     code 2 and a one-line error when the request breaks a limit of the queue.
 
     \b
@@ -87,16 +95,19 @@ def check_cmd(site: str, as_json: bool, **request_flags: Any) -> None:
       condor_lumberjack sites check perlmutter --queue debug-cpu --nodes 16 --pilots 2 \\
           --walltime 20m --allocation m1234
     """
+    from lumberjack.ap.matchmaking import site_slot, slot_summary
     from lumberjack.profiles.isolation import isolation_note, isolation_of
 
     profile = find_profile(site)
     request = request_from_options(profile, **request_flags)
     note = isolation_note(profile)
+    slot = site_slot(profile, request)
     emit(
         as_json,
         {"ok": True, **report_dict(request, profile), "isolation": isolation_of(profile),
-         "isolation_note": note},
-        "\n".join([*report_lines(request, profile), f"other owners: {note}"]),
+         "isolation_note": note, "slot_ad": slot},
+        "\n".join([*report_lines(request, profile), f"other owners: {note}",
+                   f"slot ad: {slot_summary(slot)} (each pilot node; --json: all of it)"]),
     )  # fmt: skip
 
 
@@ -107,22 +118,36 @@ def _table(rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _list_text(profiles: list[SiteProfile]) -> str:
+#: `sites list` fits a terminal this wide (without --wide).
+LIST_COLUMNS = 100
+
+
+def _list_text(profiles: list[SiteProfile], wide: bool = False) -> str:
     if not profiles:
         searched = ", ".join(str(path) for path in profile_dirs())
         return f"no site profiles found (searched: {searched})"
-    rows = [["NAME", "SYSTEM", "BATCH", "QUEUES", "LOGIN HOST"]]
+    rows = [["NAME", "SYSTEM", "BATCH", "QUEUES"] + (["LOGIN HOST"] if wide else [])]
     for p in profiles:
-        queues = ", ".join(
-            q.name + ("*" if q.name == p.default_queue.name else "") for q in p.queues
-        )
-        rows.append([p.name, p.system, p.batch_system, queues, p.login_host])
+        default = p.default_queue.name + "*"
+        others = [q.name for q in p.queues if q.name != p.default_queue.name]
+        if wide:
+            rows.append([p.name, p.system, p.batch_system, ", ".join([default, *others]),
+                         p.login_host])  # fmt: skip
+        else:
+            rows.append([p.name, p.system, p.batch_system,
+                         default + (f" +{len(others)}" if others else "")])  # fmt: skip
+    if not wide:  # a long system name gives way: the other columns are needed whole
+        rest = sum(max(len(row[i]) for row in rows) + 2 for i in (0, 2, 3))
+        room = max(LIST_COLUMNS - rest, len("SYSTEM"))
+        for row in rows:
+            row[1] = row[1] if len(row[1]) <= room else row[1][: room - 3] + "..."
     return "\n".join(_table(rows))
 
 
 def _show_text(p: SiteProfile) -> str:
     login = f"{p.user + '@' if p.user else ''}{p.login_host}:{p.port}"
-    lines = [f"{p.name}: {p.system}" + ("  [RETIRED]" if p.retired else "")]
+    retired = f"  [RETIRED{f'; use {p.successor}' if p.successor else ''}]" if p.retired else ""
+    lines = [f"{p.name}: {p.system}{retired}"]
     if p.description:
         lines.append(f"  {p.description}")
     fields = [

@@ -7,7 +7,7 @@ and check that rerunning the step (or `sync`) finishes it: no job lost, none run
 
 A point name that is not in `POINTS` is an error (in the environment as in the code),
 never a silent no-op. The access point passes the variable on to the site agent (see
-lifecycle.Site.agent), so the agent's points are reached from the same variable.
+state/steps.py Site.agent), so the agent's points are reached from the same variable.
 
 Stdlib only: the site agent uses it too.
 """

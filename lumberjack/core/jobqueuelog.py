@@ -1,64 +1,15 @@
-"""Read, replay and write HTCondor's job queue log (``job_queue.log``, a "ClassAd log").
+"""Read and replay HTCondor's job queue log (``job_queue.log``, a "ClassAd log"): text to
+records (parse_records, parse_file), records to the ads a schedd would load (replay,
+read_log), and the log's keys. Writing is jobqueuelog_write.py.
 
 Pure Python and stdlib only (no ``htcondor`` import): this module is also shipped to HPC
 login nodes, where the bindings are usually absent.
 
-Format
-------
-One record per line, ``<op> <body>``; the body is split on its FIRST spaces only, because
-attribute values (ClassAd expression text) contain spaces, quotes, backslashes and unicode::
-
-    107 SEQ CreationTimestamp T     historical sequence number (normally the first line)
-    101 KEY MyType TargetType       new ad ("(empty)" is HTCondor's placeholder for "")
-    102 KEY                         destroy ad
-    103 KEY Name EXPRESSION...      set attribute (the expression runs to the end of line)
-    104 KEY Name                    delete attribute
-    105                             begin transaction, written as "105 " (trailing space)
-    106                             end transaction, written as "106 " (trailing space), or
-                                    "106 #comment" by HTCondor versions that annotate commits
-
-Keys: ``0.0`` header ad, ``0C.-1`` cluster ad (HTCondor writes cluster keys with a leading
-zero, e.g. ``01.-1``), ``C.P`` proc ad, ``C.-2`` cluster-private ad, ``C.-100`` jobset ad,
-``0.N`` (N > 0) user records. The schedd identifies ads by the *numbers* (it parses every key
-into a cluster/proc pair), so ``1.-1`` and ``01.-1`` name the same ad; replay() does the same
-and keeps the spelling that created the ad.
-
-Records take effect only when their transaction's 106 is read; records outside a
-transaction apply at once; an unfinished final transaction (105 with no 106 before EOF) is
-dropped, exactly as the schedd does when it loads the log.
-
-What we accept and what we reject (checked against HTCondor's classad_log.cpp / log.cpp)
------------------------------------------------------------------------------------------
-Rejected with ``JobQueueLogError("<file> line N: ...")``:
-
-* unknown or non-numeric op code, missing or extra fields, empty tokens (double spaces), a key
-  that is not ``INT.INT``, an empty / all-blank 103 value, NUL bytes. The schedd treats these
-  as a corrupt record: fatal if a 106 follows it, otherwise it silently discards everything
-  from that record to EOF. We always reject (except the torn-tail case below).
-* an empty line, except the empty remainder after the final newline. (The schedd stops
-  reading at an empty line and forces a log rotation.)
-* nested 105 and 106 without 105. The schedd only logs a warning for these, but it never
-  writes them, so a log that has them was not written by a schedd.
-* 101 for an ad that already exists, and 102/103/104 for an ad that does not exist (never
-  created, or already destroyed). The schedd silently ignores these operations; we reject
-  them because a log that needs that leniency is not one the schedd wrote.
-
-Accepted:
-
-* a torn final write: a malformed last line with no terminating newline, when it sits inside
-  the unfinished final transaction or is a prefix of "105 " (i.e. a crash while a
-  transaction was being appended). It is dropped, as the schedd drops it.
-* "105" and "106" without HTCondor's trailing space (normalised to "105 " / "106 " when
-  formatted). NOTE: the schedd itself does NOT accept these: after the op code it requires
-  a space, then the newline.
-* a final record with no terminating newline is still a record. (The schedd would drop it;
-  HTCondor always terminates its records, so this only matters for hand-made files.)
-* 107 anywhere (the schedd warns if it is not the first line); any 107 label token.
-* 104 of an attribute the ad does not have (a no-op, as in the schedd).
-* a 103 value is kept byte-exact (minus the newline) and never parsed as a ClassAd
-  expression (it is OLD ClassAd syntax; only queue_summary() decodes plain literals).
-* attribute names are case-insensitive (``iwd`` updates ``Iwd``, and the first spelling
-  is kept, as ClassAds do).
+The format, and what is accepted and rejected against HTCondor's own reader, is in
+docs/JOB_QUEUE_LOG.md. In short: one record per line, ``<op> <body>``, the body split on
+its FIRST spaces only; records take effect when their transaction's 106 is read; an
+unfinished final transaction is dropped, as the schedd drops it; anything the schedd would
+not have written is refused with ``JobQueueLogError("<file> line N: ...")``.
 
 Files are read as UTF-8 with errors="surrogateescape" and written back the same way, so
 arbitrary bytes survive a read/write round trip. Lines are split on "\\n" only: "\\r",
@@ -68,17 +19,12 @@ U+2028 and friends are ordinary characters of an expression.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import os
 import re
-import tempfile
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol
-
-from lumberjack.core.jobstatus import JobStatus
+from typing import Protocol
 
 __all__ = [
     "OP_LOG_HISTORICAL_SEQUENCE_NUMBER",
@@ -89,24 +35,18 @@ __all__ = [
     "OP_BEGIN_TRANSACTION",
     "OP_END_TRANSACTION",
     "EMPTY_TYPE_NAME",
-    "JOB_STATUS_NAMES",
     "JobQueueLogError",
     "LogRecord",
     "Ad",
     "JobKey",
     "parse_records",
-    "format_record",
-    "format_records",
     "replay",
     "read_records",
     "read_log",
-    "records_for_ads",
-    "write_log",
     "parse_key",
     "key_kind",
     "cluster_key",
     "proc_key",
-    "queue_summary",
 ]
 
 OP_NEW_CLASSAD = 101
@@ -120,12 +60,9 @@ OP_LOG_HISTORICAL_SEQUENCE_NUMBER = 107
 # HTCondor writes this instead of an empty MyType/TargetType so the field count stays right.
 EMPTY_TYPE_NAME = "(empty)"
 
-JOB_STATUS_NAMES: dict[int, str] = {status.value: status.title for status in JobStatus}
 
 _OPS = {str(op): op for op in range(101, 108)}
-# Ops whose key format_record() checks.
-_KEYED_OPS = frozenset((101, 102, 103, 104))
-_OP_WHAT = {
+OP_WHAT = {
     101: "101 (new ad)",
     102: "102 (destroy ad)",
     103: "103 (set attribute)",
@@ -135,16 +72,15 @@ _OP_WHAT = {
     107: "107 (historical sequence number)",
 }
 # C's isspace() in the "C" locale, plus NUL: the schedd's readword() splits on these.
-_BAD_TOKEN = re.compile(r"[ \t\n\r\x0b\x0c\x00]")
-_ASCII_WS = " \t\n\r\x0b\x0c"
-_KEY_RE = re.compile(r"([0-9]+)\.(-?[0-9]+)")
-_DIGITS = re.compile(r"[0-9]+")
-_INT_RE = re.compile(r"-?[0-9]+")
+BAD_TOKEN = re.compile(r"[ \t\n\r\x0b\x0c\x00]")
+ASCII_WS = " \t\n\r\x0b\x0c"
+KEY_RE = re.compile(r"([0-9]+)\.(-?[0-9]+)")
+DIGITS = re.compile(r"[0-9]+")
 # strcasecmp() folds ASCII only; str.lower() would also fold e.g. "Ä".
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
-def _fold(name: str) -> str:
+def fold_name(name: str) -> str:
     return name.lower() if name.isascii() else name.translate(_ASCII_LOWER)
 
 
@@ -250,9 +186,9 @@ class Ad:
 
     def delete(self, name: str) -> None:
         """Remove attribute ``name`` (case-insensitive) if the ad has it."""
-        folded = _fold(name)
+        folded = fold_name(name)
         size = len(name)
-        for attr in [a for a in self.attrs if len(a) == size and _fold(a) == folded]:
+        for attr in [a for a in self.attrs if len(a) == size and fold_name(a) == folded]:
             del self.attrs[attr]
 
     def get(self, name: str, default: str | None = None) -> str | None:
@@ -266,10 +202,10 @@ class Ad:
 
 def _find_spelling(attrs: Mapping[str, str], name: str) -> str | None:
     """The first attribute name in ``attrs`` that equals ``name`` ignoring (ASCII) case."""
-    folded = _fold(name)
+    folded = fold_name(name)
     size = len(name)  # folding keeps the length: compare only names that could match
     for attr in attrs:
-        if len(attr) == size and _fold(attr) == folded:
+        if len(attr) == size and fold_name(attr) == folded:
             return attr
     return None
 
@@ -290,7 +226,7 @@ class _LineError(Exception):
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while a log is parsed or replayed.
 
     Those build a container object per record and free none: each one counts towards the
@@ -311,14 +247,14 @@ def _no_gc() -> Iterator[None]:
 def _check_token(token: str, what: str) -> None:
     if not token:
         raise _LineError(f"empty {what} (two spaces in a row?)")
-    if _BAD_TOKEN.search(token):
+    if BAD_TOKEN.search(token):
         raise _LineError(f"{what} {token!r} contains whitespace or a NUL byte")
 
 
 def _check_key(key: str, good_keys: dict[str, str]) -> None:
     if key in good_keys:
         return
-    if not _KEY_RE.fullmatch(key):  # digits, "." and "-" only: no blank, no NUL
+    if not KEY_RE.fullmatch(key):  # digits, "." and "-" only: no blank, no NUL
         _check_token(key, "key")  # the better message when that is what is wrong
         raise _LineError(f"key {key!r} is not CLUSTER.PROC")
     good_keys[key] = key
@@ -346,56 +282,56 @@ def _parse_line(line: str, good_keys: dict[str, str], good_tokens: dict[str, str
     if op == OP_SET_ATTRIBUTE:
         parts = body.split(" ", 2)
         if len(parts) < 3:
-            raise _LineError(f"{_OP_WHAT[op]} needs KEY NAME VALUE")
+            raise _LineError(f"{OP_WHAT[op]} needs KEY NAME VALUE")
         key, name, value = parts
         _check_key(key, good_keys)
         _check_name(name, "attribute name", good_tokens)
-        if not value.strip(_ASCII_WS):
-            raise _LineError(f"{_OP_WHAT[op]} of {name} has an empty value")
+        if not value.strip(ASCII_WS):
+            raise _LineError(f"{OP_WHAT[op]} of {name} has an empty value")
         if "\x00" in value:
-            raise _LineError(f"{_OP_WHAT[op]} value contains a NUL byte")
+            raise _LineError(f"{OP_WHAT[op]} value contains a NUL byte")
         return LogRecord(op, key, name, value)
 
     if op == OP_BEGIN_TRANSACTION:
         if body:
-            raise _LineError(f"unexpected text after {_OP_WHAT[op]}")
+            raise _LineError(f"unexpected text after {OP_WHAT[op]}")
         return _BEGIN
 
     if op == OP_END_TRANSACTION:
         if not body:
             return _END
         if body[0] != "#" or len(body) < 2:
-            raise _LineError(f"unexpected text after {_OP_WHAT[op]}")
+            raise _LineError(f"unexpected text after {OP_WHAT[op]}")
         if "\x00" in body:
-            raise _LineError(f"{_OP_WHAT[op]} comment contains a NUL byte")
+            raise _LineError(f"{OP_WHAT[op]} comment contains a NUL byte")
         return LogRecord(op, value=body[1:])
 
     parts = body.split(" ") if body else []
     if op == OP_NEW_CLASSAD:
         if len(parts) != 3:
-            raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY MYTYPE TARGETTYPE")
+            raise _LineError(f"{OP_WHAT[op]} needs exactly KEY MYTYPE TARGETTYPE")
         _check_key(parts[0], good_keys)
         _check_name(parts[1], "MyType", good_tokens)
         _check_name(parts[2], "TargetType", good_tokens)
         return LogRecord(op, parts[0], parts[1], parts[2])
     if op == OP_DESTROY_CLASSAD:
         if len(parts) != 1:
-            raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY")
+            raise _LineError(f"{OP_WHAT[op]} needs exactly KEY")
         _check_key(parts[0], good_keys)
         return LogRecord(op, parts[0])
     if op == OP_DELETE_ATTRIBUTE:
         if len(parts) != 2:
-            raise _LineError(f"{_OP_WHAT[op]} needs exactly KEY NAME")
+            raise _LineError(f"{OP_WHAT[op]} needs exactly KEY NAME")
         _check_key(parts[0], good_keys)
         _check_name(parts[1], "attribute name", good_tokens)
         return LogRecord(op, parts[0], parts[1])
     # OP_LOG_HISTORICAL_SEQUENCE_NUMBER
     if len(parts) != 3:
-        raise _LineError(f"{_OP_WHAT[op]} needs exactly SEQ CreationTimestamp TIME")
+        raise _LineError(f"{OP_WHAT[op]} needs exactly SEQ CreationTimestamp TIME")
     seq, label, stamp = parts
     _check_token(label, "label")
-    if not (_DIGITS.fullmatch(seq) and _DIGITS.fullmatch(stamp)):
-        raise _LineError(f"{_OP_WHAT[op]} sequence number and timestamp must be numbers")
+    if not (DIGITS.fullmatch(seq) and DIGITS.fullmatch(stamp)):
+        raise _LineError(f"{OP_WHAT[op]} sequence number and timestamp must be numbers")
     return LogRecord(op, seq, label, stamp)
 
 
@@ -410,7 +346,7 @@ def parse_records(text: str, source: str = "job_queue.log") -> list[LogRecord]:
     line in the middle, nested 105 and 106 without 105. A torn final write is dropped (see
     the module docstring). Record i of the result is line i + 1 of the text.
     """
-    with _no_gc():
+    with no_gc():
         return _parse(text, source)
 
 
@@ -444,10 +380,10 @@ def _parse_piece(
     if not unterminated:
         lines.pop()  # the empty remainder after the final newline
     append = records.append
-    new, record_type, ws = _new_record, LogRecord, _ASCII_WS
+    new, record_type, ws = _new_record, LogRecord, ASCII_WS
     good_keys, good_tokens = state.good_keys, state.good_tokens
     key_of, token_of = good_keys.get, good_tokens.get
-    key_match = _KEY_RE.fullmatch
+    key_match = KEY_RE.fullmatch
     # One search of the whole text instead of one per value (NUL is always refused).
     nul_free = "\x00" not in text
     open_txn = state.open_txn
@@ -535,7 +471,7 @@ def parse_file(
     records: list[LogRecord] = []
     state = _ParseState()
     rest = b""
-    with _no_gc():
+    with no_gc():
         while True:
             block = handle.read(piece_bytes)
             data = rest + block if rest else block
@@ -554,103 +490,6 @@ def parse_file(
                 return records
 
 
-# ---------------------------------------------------------------------------- formatting
-
-
-def _write_error(record: LogRecord, problem: str) -> JobQueueLogError:
-    what = _OP_WHAT.get(record.op, str(record.op))
-    where = f" for ad {record.key!r}" if record.key else ""
-    attr = f" attribute {record.name!r}" if record.op in (103, 104) else ""
-    return JobQueueLogError(f"cannot write {what}{where}{attr}: {problem}")
-
-
-def _w_token(record: LogRecord, token: str, what: str) -> None:
-    if not token or _BAD_TOKEN.search(token):
-        raise _write_error(record, f"{what} {token!r} is empty or contains whitespace/NUL")
-
-
-def _w_key(record: LogRecord) -> None:
-    if not _KEY_RE.fullmatch(record.key):
-        raise _write_error(record, "key is not CLUSTER.PROC")
-
-
-def format_record(record: LogRecord) -> str:
-    """The line for one record, without its newline, exactly as HTCondor writes it.
-
-    Raises JobQueueLogError for a record that would not read back as itself (a newline in
-    a value, whitespace in a key or name, an unknown op, ...).
-    """
-    op = record.op
-    if op == OP_SET_ATTRIBUTE:
-        _w_key(record)
-        _w_token(record, record.name, "attribute name")
-        value = record.value
-        if "\n" in value or "\x00" in value:
-            raise _write_error(record, "value contains a newline or NUL byte")
-        if not value.strip(_ASCII_WS):
-            raise _write_error(record, "value is empty")
-        return f"103 {record.key} {record.name} {value}"
-    if op == OP_NEW_CLASSAD:
-        _w_key(record)
-        _w_token(record, record.name, "MyType")
-        _w_token(record, record.value, "TargetType")
-        return f"101 {record.key} {record.name} {record.value}"
-    if op == OP_BEGIN_TRANSACTION:
-        return "105 "
-    if op == OP_END_TRANSACTION:
-        if not record.value:
-            return "106 "
-        if "\n" in record.value or "\x00" in record.value:
-            raise _write_error(record, "comment contains a newline or NUL byte")
-        return f"106 #{record.value}"
-    if op == OP_DESTROY_CLASSAD:
-        _w_key(record)
-        return f"102 {record.key}"
-    if op == OP_DELETE_ATTRIBUTE:
-        _w_key(record)
-        _w_token(record, record.name, "attribute name")
-        return f"104 {record.key} {record.name}"
-    if op == OP_LOG_HISTORICAL_SEQUENCE_NUMBER:
-        if not (_DIGITS.fullmatch(record.key) and _DIGITS.fullmatch(record.value)):
-            raise _write_error(record, "sequence number and timestamp must be numbers")
-        _w_token(record, record.name, "label")
-        return f"107 {record.key} {record.name} {record.value}"
-    raise _write_error(record, "unknown op code")
-
-
-def format_records(records: Iterable[LogRecord]) -> str:
-    """The text of a log: each record's line followed by a newline.
-
-    format_records(parse_records(t)) == t for any log text t written the way HTCondor writes.
-    """
-    lines: list[str] = []
-    append = lines.append
-    ws = _ASCII_WS
-    # Tokens format_record() has already accepted: most records repeat a key and a name.
-    good_keys: set[str] = set()
-    good_names: set[str] = set()
-    for record in records:
-        op, key, name, value = record
-        if (
-            op == OP_SET_ATTRIBUTE
-            and key in good_keys
-            and name in good_names
-            and value
-            and value[0] not in ws  # not blank (a value starting with a blank: full check)
-            and "\n" not in value
-            and "\x00" not in value
-        ):
-            append(f"103 {key} {name} {value}")
-            continue
-        append(format_record(record))
-        if op in _KEYED_OPS:
-            good_keys.add(key)
-            if op == OP_SET_ATTRIBUTE or op == OP_DELETE_ATTRIBUTE:
-                good_names.add(name)
-    append("")  # the newline after the last line
-    return "\n".join(lines)
-
-
 # ------------------------------------------------------------------------------- replay
 
 
@@ -663,7 +502,7 @@ def replay(records: Iterable[LogRecord], source: str = "job_queue.log") -> dict[
     """
     if not isinstance(records, list):
         records = list(records)
-    with _no_gc():
+    with no_gc():
         return _replay(records, source)
 
 
@@ -673,13 +512,13 @@ def _replay(records: list[LogRecord], source: str) -> dict[str, Ad]:
     # live ad: the schedd knows an ad by its numbers, and keeps the spelling that made it.
     live: dict[tuple[int, int], tuple[str, dict[str, str], dict[str, str]]] = {}
     numbers: dict[str, tuple[int, int]] = {}  # key spelling -> (cluster, proc), a cache
-    folds: dict[str, str] = {}  # attribute name -> _fold(name), a cache
+    folds: dict[str, str] = {}  # attribute name -> fold_name(name), a cache
 
     def fail(index: int, message: str) -> JobQueueLogError:
         return JobQueueLogError(message, source=source, line=index + 1)
 
     def ident(index: int, key: str) -> tuple[int, int]:
-        m = _KEY_RE.fullmatch(key)
+        m = KEY_RE.fullmatch(key)
         if m is None:
             raise fail(index, f"key {key!r} is not CLUSTER.PROC")
         found = numbers[key] = (int(m.group(1)), int(m.group(2)))
@@ -696,7 +535,7 @@ def _replay(records: list[LogRecord], source: str) -> dict[str, Ad]:
                     raise fail(index, f"103 sets {name} on ad {key}, which does not exist")
                 lname = folds.get(name)
                 if lname is None:
-                    lname = folds[name] = _fold(name)
+                    lname = folds[name] = fold_name(name)
                 names = entry[2]
                 stored = names.get(lname)
                 if stored is None:
@@ -715,7 +554,7 @@ def _replay(records: list[LogRecord], source: str) -> dict[str, Ad]:
                 entry = live.get(ident(index, key) if num is None else num)
                 if entry is None:
                     raise fail(index, f"104 deletes {name} from ad {key}, which does not exist")
-                stored = entry[2].pop(_fold(name), None)
+                stored = entry[2].pop(fold_name(name), None)
                 if stored is not None:  # deleting an absent attribute is a no-op, as in HTCondor
                     del entry[1][stored]
             elif op == OP_DESTROY_CLASSAD:
@@ -761,180 +600,16 @@ def read_log(path: str | os.PathLike[str]) -> dict[str, Ad]:
     return replay(read_records(path), source=os.fspath(path))
 
 
-def records_for_ads(
-    ads: Mapping[str, Ad], seq: int = 1, timestamp: int | None = None
-) -> list[LogRecord]:
-    """A compact log holding exactly ``ads``: 107, then 105, each ad as 101 + 103s, then 106.
-
-    (HTCondor's own compaction writes the same records without the 105/106 pair; wrapping
-    them in one transaction loads identically and makes a torn copy load as nothing.)
-
-    ``timestamp`` (the log's CreationTimestamp) defaults to now. An empty MyType/TargetType
-    is written as "(empty)", as HTCondor does. Raises JobQueueLogError for ads that would
-    not read back as themselves (mismatched key, two keys naming the same ad, an attribute
-    set twice under different capitalisation); bad tokens are caught by format_record().
-    """
-    out = [_header(seq, timestamp), _BEGIN]
-    new, record_type = _new_record, LogRecord
-    with _no_gc():
-        for key, ad in _checked_ads(ads):
-            out.append(new(record_type, (101, key, *_types(ad))))
-            out += [new(record_type, (103, key, name, value)) for name, value in ad.attrs.items()]
-    out.append(_END)
-    return out
-
-
-def _header(seq: int, timestamp: int | None) -> LogRecord:
-    if timestamp is None:
-        timestamp = int(time.time())
-    if seq < 0 or timestamp < 0:
-        raise JobQueueLogError("sequence number and timestamp must not be negative")
-    stamp = str(timestamp)
-    return LogRecord(OP_LOG_HISTORICAL_SEQUENCE_NUMBER, str(seq), "CreationTimestamp", stamp)
-
-
-def _types(ad: Ad) -> tuple[str, str]:
-    return ad.my_type or EMPTY_TYPE_NAME, ad.target_type or EMPTY_TYPE_NAME
-
-
-def _checked_ads(ads: Mapping[str, Ad]) -> Iterator[tuple[str, Ad]]:
-    """Each (key, ad), once it is known to read back as itself (see records_for_ads)."""
-    fold = functools.lru_cache(maxsize=None)(_fold)  # names repeat from ad to ad
-    seen: dict[tuple[int, int], str] = {}
-    for key, ad in ads.items():
-        if ad.key != key:
-            raise JobQueueLogError(f"ad stored under key {key!r} says its key is {ad.key!r}")
-        num = _key_numbers(key)
-        if num in seen:
-            raise JobQueueLogError(f"keys {seen[num]!r} and {key!r} name the same ad")
-        seen[num] = key
-        attrs = ad.attrs
-        if len(set(map(fold, attrs))) != len(attrs):
-            names: set[str] = set()
-            for name in attrs:
-                lname = _fold(name)
-                if lname in names:
-                    raise JobQueueLogError(
-                        f"ad {key} sets attribute {name} twice (names ignore case)"
-                    )
-                names.add(lname)
-        yield key, ad
-
-
-def log_text(ads: Mapping[str, Ad], seq: int = 1, timestamp: int | None = None) -> str:
-    """The text write_log() writes for ``ads``; no list of records is built on the way."""
-    return "".join(_log_chunks(ads, seq, timestamp))
-
-
-#: Ads per piece of text _log_chunks yields: a 100,000-job queue is written a few MB at a
-#: time instead of as one list of lines, one string and one bytes object of it all.
-CHUNK_ADS = 2000
-
-
-def _log_chunks(
-    ads: Mapping[str, Ad], seq: int, timestamp: int | None, chunk_ads: int = CHUNK_ADS
-) -> Iterator[str]:
-    """format_records(records_for_ads(ads, seq, timestamp)) in pieces of whole lines,
-    without building the records.
-
-    Each ad's attributes are checked together (names already accepted, no newline or NUL
-    in any value, no blank value); an ad that fails that goes through format_record() one
-    attribute at a time, which says what is wrong.
-    """
-    lines = [format_record(_header(seq, timestamp)), "105 "]
-    good_names: set[str] = set()
-    good_types: set[str] = set()
-    for count, (key, ad) in enumerate(_checked_ads(ads), 1):  # the key is known good
-        if count % chunk_ads == 0:
-            lines.append("")  # the newline after the piece's last line
-            yield "\n".join(lines)
-            lines = []
-        my_type, target_type = _types(ad)
-        if my_type in good_types and target_type in good_types:
-            lines.append(f"101 {key} {my_type} {target_type}")
-        else:
-            lines.append(format_record(LogRecord(OP_NEW_CLASSAD, key, my_type, target_type)))
-            good_types.update((my_type, target_type))
-        attrs = ad.attrs
-        values = attrs.values()
-        joined = "".join(values)
-        if (
-            good_names.issuperset(attrs)
-            and "\n" not in joined
-            and "\x00" not in joined
-            and all(map(str.strip, values))  # strip() drops at least the ASCII blanks
-        ):
-            lines += [f"103 {key} {name} {value}" for name, value in attrs.items()]
-        else:
-            for name, value in attrs.items():
-                lines.append(format_record(LogRecord(OP_SET_ATTRIBUTE, key, name, value)))
-                good_names.add(name)
-    lines.append("106 \n")
-    yield "\n".join(lines)
-
-
-def write_log_to(
-    fh: BinaryIO, ads: Mapping[str, Ad], seq: int = 1, timestamp: int | None = None
-) -> None:
-    """Write records_for_ads(ads) to the open file ``fh`` a piece at a time, fsynced."""
-    for piece in _log_chunks(ads, seq, timestamp):
-        try:
-            fh.write(piece.encode("utf-8", "surrogateescape"))
-        except UnicodeEncodeError as exc:
-            raise JobQueueLogError(f"cannot encode the log as UTF-8: {exc.reason}") from None
-    fh.flush()
-    os.fsync(fh.fileno())
-
-
-def write_log(
-    path: str | os.PathLike[str],
-    ads: Mapping[str, Ad],
-    seq: int = 1,
-    timestamp: int | None = None,
-) -> None:
-    """Write records_for_ads(ads) to ``path`` atomically, mode 0600.
-
-    Temp file in the same directory, fsync, os.replace, fsync of the directory: a reader
-    (or a schedd starting up) sees the old file or the new one, never a half-written one.
-    """
-    target = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(
-        prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory
-    )
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o600)  # as the schedd creates it: ads can hold secrets
-            write_log_to(fh, ads, seq, timestamp)  # a bad ad: the temp file goes
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the data is already synced
-    finally:
-        os.close(dir_fd)
-
-
 # ----------------------------------------------------------------------------------- keys
 
 
 def parse_key(key: str) -> JobKey:
     """``"01.-1"`` -> JobKey(1, -1); raises JobQueueLogError if ``key`` is not CLUSTER.PROC."""
-    return JobKey(*_key_numbers(key))
+    return JobKey(*key_numbers(key))
 
 
-def _key_numbers(key: str) -> tuple[int, int]:
-    m = _KEY_RE.fullmatch(key) if isinstance(key, str) else None
+def key_numbers(key: str) -> tuple[int, int]:
+    m = KEY_RE.fullmatch(key) if isinstance(key, str) else None
     if m is None:
         raise JobQueueLogError(f"not a job queue key (CLUSTER.PROC): {key!r}")
     return int(m[1]), int(m[2])
@@ -969,138 +644,3 @@ def proc_key(cluster: int, proc: int) -> str:
     if cluster < 0:
         raise JobQueueLogError(f"cluster ids are never negative, not {cluster}")
     return f"{cluster}.{proc}"
-
-
-# -------------------------------------------------------------------------------- summary
-
-
-def _string_literal(text: str) -> str | None:
-    """The value of a ClassAd string literal, or None if ``text`` is not exactly one.
-
-    job_queue.log holds OLD ClassAd syntax (the schedd parses values with
-    ParseClassAdRvalExpr in old-ClassAd mode): a backslash is an ordinary character, except
-    that \\" is a literal quote, and a backslash right before the final quote is just a
-    backslash. So ``"a \\"b\\" \\\\ c"`` is the string ``a "b" \\\\ c``.
-    """
-    s = text.lstrip(_ASCII_WS)
-    if not s.startswith('"'):
-        return None
-    parts: list[str] = []
-    start = pos = 1
-    n = len(s)
-    while True:
-        j = s.find('"', pos)
-        if j < 0:
-            return None  # unterminated
-        if j > start and s[j - 1] == "\\" and j + 1 < n:
-            parts.append(s[start : j - 1])
-            parts.append('"')
-            start = pos = j + 1
-            continue
-        parts.append(s[start:j])
-        # anything but blanks after the closing quote makes it an expression ("a" + "b")
-        return None if s[j + 1 :].strip(_ASCII_WS) else "".join(parts)
-
-
-def _display(expr: str | None) -> Any:
-    """A value a person wants to see: int for integer literals, text for string literals,
-    otherwise the expression text itself."""
-    if expr is None:
-        return None
-    text = expr.strip(_ASCII_WS)
-    if _INT_RE.fullmatch(text):
-        return int(text)
-    literal = _string_literal(text)
-    return text if literal is None else literal
-
-
-_PROC_FIELDS = (
-    ("owner", "owner"),
-    ("cmd", "cmd"),
-    ("iwd", "iwd"),
-    ("managed", "managed"),
-    ("managedmanager", "managed_manager"),
-    ("exitcode", "exit_code"),
-    ("qdate", "qdate"),
-)
-
-
-def _args(attrs: dict[str, str]) -> str | None:
-    # "Arguments" is the current (V2) syntax; "Args" the old one. Both may exist.
-    value = attrs.get("arguments")
-    return value if value is not None else attrs.get("args")
-
-
-def queue_summary(ads: Mapping[str, Ad]) -> dict[str, Any]:
-    """Clusters and procs with the attributes that matter to a person.
-
-    A proc's attribute is its own value, else its cluster ad's (the schedd chains proc ads
-    to their cluster ad). Values are decoded when they are plain literals (``"/bin/echo"``
-    -> ``/bin/echo``, ``2`` -> 2) and left as expression text otherwise. Keys that are not
-    clusters or procs (header, users, jobsets, cluster-private ads) are only counted.
-    """
-    cluster_attrs: dict[int, dict[str, str]] = {}
-    cluster_keys: dict[int, str] = {}
-    procs: dict[int, list[tuple[int, str, dict[str, str]]]] = {}
-    other = 0
-    for key, ad in ads.items():
-        m = _KEY_RE.fullmatch(key)
-        kind = _kind(JobKey(int(m.group(1)), int(m.group(2)))) if m else None
-        if m is None or kind not in ("cluster", "proc"):
-            other += 1
-            continue
-        cluster = int(m.group(1))
-        lowered = {_fold(k): v for k, v in ad.attrs.items()}
-        if kind == "cluster":
-            cluster_attrs[cluster] = lowered
-            cluster_keys[cluster] = key
-        else:
-            procs.setdefault(cluster, []).append((int(m.group(2)), key, lowered))
-
-    status_counts: dict[str, int] = {}
-    clusters_out: list[dict[str, Any]] = []
-    total_procs = 0
-    for cluster in sorted(set(cluster_attrs) | set(procs)):
-        base = cluster_attrs.get(cluster, {})
-        proc_rows: list[dict[str, Any]] = []
-        for proc, key, attrs in sorted(procs.get(cluster, [])):
-            own = {**base, **attrs}  # the proc's value wins over its cluster ad's
-            status_num = _display(own.get("jobstatus"))
-            if isinstance(status_num, int):
-                status = JOB_STATUS_NAMES.get(status_num, f"Unknown ({status_num})")
-            else:
-                status = "Unknown" if status_num is None else str(status_num)
-            status_counts[status] = status_counts.get(status, 0) + 1
-            row: dict[str, Any] = {
-                "id": f"{cluster}.{proc}",
-                "key": key,
-                "cluster": cluster,
-                "proc": proc,
-                "job_status": status_num,
-                "status": status,
-            }
-            for attr, out_name in _PROC_FIELDS:
-                row[out_name] = _display(own.get(attr))
-            row["args"] = _display(_args(own))
-            proc_rows.append(row)
-        total_procs += len(proc_rows)
-        clusters_out.append(
-            {
-                "cluster": cluster,
-                "key": cluster_keys.get(cluster),
-                "num_procs": len(proc_rows),
-                "owner": _display(base.get("owner")),
-                "cmd": _display(base.get("cmd")),
-                "iwd": _display(base.get("iwd")),
-                "args": _display(_args(base)),
-                "qdate": _display(base.get("qdate")),
-                "procs": proc_rows,
-            }
-        )
-    return {
-        "num_clusters": len(clusters_out),
-        "num_procs": total_procs,
-        "num_other_ads": other,
-        "status_counts": status_counts,
-        "clusters": clusters_out,
-    }

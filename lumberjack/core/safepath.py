@@ -11,6 +11,12 @@ from __future__ import annotations
 MAX_LENGTH = 4096
 
 
+def has_control_character(text: str) -> bool:
+    """True if `text` holds a C0 control character or DEL: what breaks a log line, a
+    terminal or a file list when a name from a side we do not trust is shown or stored."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def why_unsafe(path: object, *, printable: bool = False) -> str | None:
     """Why `path` is not a safe relative POSIX path below a root, or None if it is.
 
@@ -33,7 +39,7 @@ def why_unsafe(path: object, *, printable: bool = False) -> str | None:
     if printable:
         if len(path) > MAX_LENGTH:
             return "is too long"
-        if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        if has_control_character(path):
             return "contains a control character"
         try:
             path.encode("utf-8")

@@ -12,3 +12,6 @@ DIRECTIVE_WORD = re.compile(r"^[A-Za-z0-9_.@+:-]+$")
 #: A path at the site that its shell may expand: starts with /, ~ or $VAR and holds
 #: letters, digits and _ . / $ { } ~ @ : + , = -
 REMOTE_PATH = re.compile(r"^(/|~|\$)[A-Za-z0-9_./${}~@:+,=-]*$")
+
+#: A PBS chunk resource (`name=value`, e.g. "system=polaris") appended to `-l select=`.
+CHUNK_RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:+-]+$")

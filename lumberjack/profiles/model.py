@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from lumberjack.core.shell_safe import DIRECTIVE_WORD, REMOTE_PATH
+from lumberjack.core.shell_safe import CHUNK_RESOURCE, DIRECTIVE_WORD, REMOTE_PATH
 from lumberjack.core.units import (
     format_memory,
     format_walltime,
@@ -243,7 +243,8 @@ class SiteTable(_Table):
     description: Text = ""
     source: Annotated[StrictStr, Field(examples=['"https://docs.example.org/"'])] = ""
     checked: Annotated[StrictStr, Field(examples=['"2024-06"'])] = ""
-    retired: StrictBool = False
+    retired: StrictBool = False  # refused at export, launch and lease create
+    successor: Optional[SiteName] = None  # named in that refusal
     login_host: Hostname
     user: Optional[UserName] = None
     port: Annotated[
@@ -262,6 +263,11 @@ class SiteTable(_Table):
     # Exports of different owners may share the site account at once with no container
     # between their jobs (runtime none, podman-hpc): the operator says so (isolation.py).
     shared_account: StrictBool = False
+    # Compute nodes reach the internet (a job may pull a docker://, oras://, library:// or
+    # http(s):// container image). Where to check: the centre's pages on compute-node
+    # network access, or `curl -sI https://example.org` in a short batch job. Default
+    # false: a network image is refused before export instead of failing at the site.
+    outbound_network: StrictBool = False
 
     @field_validator("name")
     @classmethod
@@ -372,6 +378,9 @@ class Queue(_Table):
     gpu_model: Optional[GpuModel] = None
     # Test sites only: HTCondor's GPU discovery simulates this queue's GPUs (gpus.py).
     simulate_gpus: StrictBool = False
+    # A node's local disk for job sandboxes, where known: jobs asking for more are
+    # refused before export (unset: RequestDisk is not checked).
+    disk_per_node_mb: Optional[Memory] = Field(None, alias="disk_per_node")
     max_walltime_s: Walltime = Field(alias="max_walltime")
     whole_node: StrictBool = False
     default: StrictBool = False
@@ -422,6 +431,7 @@ class BatchSettings(_Table):
     setup: SetupLines = ()
     launcher: StrictStr = ""  # "": the batch system's default
     chunk_resources: ChunkResources = ()
+    memory_request: StrictBool = True  # false: the site refuses any (TACC's Slurm: --mem)
 
     @field_validator("launcher", mode="before")
     @classmethod
@@ -443,7 +453,7 @@ class BatchSettings(_Table):
         if chunk and name and name != "pbs":
             raise problem("is for PBS sites only; remove it")
         for item in chunk:
-            if not _CHUNK.match(item):
+            if not CHUNK_RESOURCE.match(item):
                 raise problem('is not name=value; write e.g. "system=polaris"', value=item)
         return chunk
 
@@ -565,6 +575,7 @@ class SiteProfile:
     source: str = ""
     checked: str = ""
     retired: bool = False
+    successor: Optional[str] = None
     user: Optional[str] = None
     port: int = 22
     known_hosts: Optional[str] = None  # as written; see known_hosts_path()
@@ -574,6 +585,7 @@ class SiteProfile:
     scratch: str = ""
     allocation_required: bool = False
     shared_account: bool = False
+    outbound_network: bool = False
     schedd: ScheddSpec = ScheddSpec()
     batch: BatchSettings = BatchSettings()
     defaults: RequestDefaults = RequestDefaults()
@@ -664,6 +676,7 @@ class SiteProfile:
             "source": self.source,
             "checked": self.checked,
             "retired": self.retired,
+            "successor": self.successor,
             "path": str(self.path),
             "login_host": self.login_host,
             "user": self.user,
@@ -677,6 +690,7 @@ class SiteProfile:
             "batch_system": self.batch_system,
             "allocation_required": self.allocation_required,
             "shared_account": self.shared_account,
+            "outbound_network": self.outbound_network,
             "container": self.container.model_dump(mode="json"),
             "schedd": self.schedd.model_dump(mode="json"),
             "queues": [

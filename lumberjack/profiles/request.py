@@ -6,7 +6,9 @@ Where each value comes from, first match wins:
    `--allocation`, `--pilots`);
 2. walltime only: a suggestion from the jobs' own runtimes (below);
 3. the profile's `[defaults]`, cut down to the chosen queue's limit when the queue is
-   smaller (a flag beyond a limit is an error instead);
+   smaller (a flag beyond a limit is an error instead); cores, memory and GPUs are
+   raised to what the largest selected job asks for (its RequestCpus, RequestMemory,
+   RequestGPUs), within the queue's node size, so the pilots' slots can take it;
 4. the queue: on a whole-node queue, cores, memory and GPUs default to the full node;
    walltime defaults to the queue's maximum;
 5. otherwise 1 node, 1 core, 1 GB per core, no GPUs, 1 pilot.
@@ -80,6 +82,26 @@ class JobRuntime(NamedTuple):
 RuntimeLike = Union[int, JobRuntime]
 
 
+class Need(NamedTuple):
+    """The most of one resource a selected job asks for, and which job, for the report."""
+
+    amount: int  # cores, MB or GPUs
+    job: str  # e.g. "12.0"
+    attribute: str  # e.g. "RequestMemory"
+
+    def describe(self) -> str:
+        return f"largest job {self.job} {self.attribute}"
+
+
+@dataclass(frozen=True)
+class JobNeeds:
+    """The largest requests among the selected jobs (None: no job asks)."""
+
+    cores: Need | None = None
+    memory: Need | None = None
+    gpus: Need | None = None
+
+
 @dataclass(frozen=True)
 class ResourceRequest:
     """What the pilots of one export ask the batch system for (per node where it says)."""
@@ -122,10 +144,11 @@ def build_request(
     pilots: int | None = None,
     job_runtimes_s: Sequence[RuntimeLike] = (),
     idle_shutdown: str | int | None = None,
+    job_needs: JobNeeds | None = None,
 ) -> ResourceRequest:
-    """Fill a request from flags, job runtimes and the profile, and check it against the
-    chosen queue. `walltime` may be seconds (int) or any form `parse_walltime` reads.
-    Raises BadInput naming the flag, the limit and a way out."""
+    """Fill a request from flags, the jobs' runtimes and needs, and the profile, and
+    check it against the chosen queue. `walltime` may be seconds (int) or any form
+    `parse_walltime` reads. Raises BadInput naming the flag, the limit and a way out."""
     site = profile.name
     origins: dict[str, str] = {}
     defaults = profile.defaults
@@ -155,41 +178,9 @@ def build_request(
         raise BadInput(_split_message(total_nodes, pilot_count))
     _check_nodes(profile, chosen, total_nodes, pilot_count, origins["nodes"] == "--nodes")
 
-    # cores, memory, gpus per node
-    cores_per_node = _per_node(
-        "cores", "--cores", cores, defaults.cores, chosen.cores_per_node, chosen, 1, origins
+    cores_per_node, memory_per_node, gpus_per_node = _node_resources(
+        profile, chosen, cores, memory, gpus, job_needs, origins
     )
-    if memory is not None:
-        try:
-            memory_mb = parse_memory(memory)
-        except ValueError as exc:
-            raise BadInput(f"--memory {memory} {exc}") from None
-        if memory_mb <= 0:
-            raise BadInput(f"--memory {memory} must be more than 0")
-        memory_flag: int | None = memory_mb
-    else:
-        memory_flag = None
-    memory_fallback = min(cores_per_node * DEFAULT_MEMORY_PER_CORE_MB, chosen.memory_per_node_mb)
-    memory_per_node = _per_node(
-        "memory",
-        "--memory",
-        memory_flag,
-        defaults.memory_mb,
-        chosen.memory_per_node_mb,
-        chosen,
-        memory_fallback,
-        origins,
-    )
-    gpus_per_node = _per_node(
-        "gpus", "--gpus", gpus, defaults.gpus, chosen.gpus_per_node, chosen, 0, origins, zero=True
-    )
-    for flag, value, limit, unit in (
-        ("--cores", cores_per_node, chosen.cores_per_node, "cores per node"),
-        ("--memory", memory_per_node, chosen.memory_per_node_mb, "per node"),
-        ("--gpus", gpus_per_node, chosen.gpus_per_node, "GPUs per node"),
-    ):
-        if value > limit:
-            raise BadInput(_limit_message(profile, chosen, flag, value, limit, unit))
 
     # job runtimes and walltime
     runtimes = [_as_runtime(item) for item in job_runtimes_s]
@@ -267,6 +258,50 @@ def build_request(
     )
 
 
+def _node_resources(
+    profile: SiteProfile,
+    chosen: Queue,
+    cores: int | None,
+    memory: str | int | None,
+    gpus: int | None,
+    needs: JobNeeds | None,
+    origins: dict[str, str],
+) -> tuple[int, int, int]:
+    """Cores, memory (MB) and GPUs per node: each from its flag, else enough for the
+    largest selected job (within the node), else the profile's default."""
+    needs = needs or JobNeeds()
+    defaults = profile.defaults
+    cores_per_node = _per_node(
+        "cores", "--cores", cores, defaults.cores, chosen.cores_per_node, chosen, 1, origins,
+        need=needs.cores,
+    )  # fmt: skip
+    memory_flag: int | None = None
+    if memory is not None:
+        try:
+            memory_flag = parse_memory(memory)
+        except ValueError as exc:
+            raise BadInput(f"--memory {memory} {exc}") from None
+        if memory_flag <= 0:
+            raise BadInput(f"--memory {memory} must be more than 0")
+    memory_fallback = min(cores_per_node * DEFAULT_MEMORY_PER_CORE_MB, chosen.memory_per_node_mb)
+    memory_per_node = _per_node(
+        "memory", "--memory", memory_flag, defaults.memory_mb, chosen.memory_per_node_mb,
+        chosen, memory_fallback, origins, need=needs.memory,
+    )  # fmt: skip
+    gpus_per_node = _per_node(
+        "gpus", "--gpus", gpus, defaults.gpus, chosen.gpus_per_node, chosen, 0, origins,
+        zero=True, need=needs.gpus,
+    )  # fmt: skip
+    for flag, value, limit, unit in (
+        ("--cores", cores_per_node, chosen.cores_per_node, "cores per node"),
+        ("--memory", memory_per_node, chosen.memory_per_node_mb, "per node"),
+        ("--gpus", gpus_per_node, chosen.gpus_per_node, "GPUs per node"),
+    ):
+        if value > limit:
+            raise BadInput(_limit_message(profile, chosen, flag, value, limit, unit))
+    return cores_per_node, memory_per_node, gpus_per_node
+
+
 def retire_before_end_s(request: ResourceRequest) -> int:
     """Seconds before the walltime ends when the startds stop accepting new jobs."""
     walltime = request.walltime_s
@@ -293,7 +328,8 @@ def pilot_spec(
         name=name,
         nodes=request.nodes_per_pilot,
         cores_per_node=request.cores_per_node,
-        memory_per_node_mb=request.memory_per_node_mb,
+        # 0: no memory line in the script, where the site refuses one
+        memory_per_node_mb=request.memory_per_node_mb if profile.batch.memory_request else 0,
         gpus_per_node=request.gpus_per_node,
         walltime_s=request.walltime_s,
         node_command=node_command,
@@ -415,6 +451,7 @@ def _per_node(
     origins: dict[str, str],
     *,
     zero: bool = False,
+    need: Need | None = None,
 ) -> int:
     if value is not None:
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
@@ -427,9 +464,15 @@ def _per_node(
         return full_node
     if default is not None:
         origins[key] = _clipped("profile default", default > full_node, queue)
-        return min(default, full_node)
-    origins[key] = "default"
-    return min(fallback, full_node)
+        chosen = min(default, full_node)
+    else:
+        origins[key] = "default"
+        chosen = min(fallback, full_node)
+    if need is not None and need.amount > chosen:
+        # The pilots follow the jobs: a node smaller than the largest job runs none of it.
+        origins[key] = _clipped(need.describe(), need.amount > full_node, queue)
+        chosen = min(need.amount, full_node)
+    return chosen
 
 
 def _check_nodes(

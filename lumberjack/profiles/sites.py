@@ -28,8 +28,10 @@ __all__ = [
     "SiteProfile",
     "display_path",
     "find_profile",
+    "check_not_retired",
     "list_profiles",
     "load_profile",
+    "load_profiles",
     "profile_dirs",
     "profile_files",
     "shipped_profile_dir",
@@ -46,21 +48,21 @@ def shipped_profile_dir() -> Path:
 
 
 def profile_dirs() -> list[Path]:
-    """Where profiles are looked for, in order; a profile in a later directory replaces
-    one of the same name in an earlier one (so your own copy wins over the shipped one):
+    """Where profiles are looked for, first match wins (so your own copy of a profile
+    replaces the shipped one of the same name):
 
-    1. the profiles shipped with lumberjack (`shipped_profile_dir()`);
-    2. each directory in $LUMBERJACK_SITE_PROFILES (separated by ":");
-    3. ~/.config/condor-lumberjack/sites.
+    1. each directory in $LUMBERJACK_SITE_PROFILES, in the order given (":" between);
+    2. ~/.config/condor-lumberjack/sites;
+    3. the profiles shipped with lumberjack (`shipped_profile_dir()`).
 
     Directories that do not exist are listed but skipped when searching.
     """
-    dirs = [shipped_profile_dir()]
-    for part in os.environ.get(PROFILES_ENV, "").split(os.pathsep):
-        if part.strip():
-            dirs.append(Path(part.strip()).expanduser())
-    dirs.append(Path(USER_PROFILE_DIR).expanduser())
-    return dirs
+    dirs = [
+        Path(part.strip()).expanduser()
+        for part in os.environ.get(PROFILES_ENV, "").split(os.pathsep)
+        if part.strip()
+    ]
+    return [*dirs, Path(USER_PROFILE_DIR).expanduser(), shipped_profile_dir()]
 
 
 def profile_files() -> dict[str, Path]:
@@ -69,7 +71,7 @@ def profile_files() -> dict[str, Path]:
     for directory in profile_dirs():
         if directory.is_dir():
             for path in sorted(directory.glob("*.toml")):
-                found[path.stem] = path
+                found.setdefault(path.stem, path)
     return dict(sorted(found.items()))
 
 
@@ -85,8 +87,29 @@ def find_profile(name: str) -> SiteProfile:
 
 
 def list_profiles() -> list[SiteProfile]:
-    """Every profile found, loaded (and so checked), sorted by name."""
-    return [load_profile(path) for path in profile_files().values()]
+    """Every profile found that loads (and so checks), sorted by name."""
+    return load_profiles()[0]
+
+
+def load_profiles() -> tuple[list[SiteProfile], list[str]]:
+    """(every profile found that loads, one line per one that does not): a broken file
+    is reported and skipped, never hides the others."""
+    loaded: list[SiteProfile] = []
+    broken: list[str] = []
+    for path in profile_files().values():
+        try:
+            loaded.append(load_profile(path))
+        except BadInput as exc:
+            broken.append(f"skipped {exc}")
+    return loaded, broken
+
+
+def check_not_retired(profile: SiteProfile) -> None:
+    """BadInput for a site its centre has retired (`retired = true`): no new export or
+    launch goes there; the message names the successor when the profile does."""
+    if profile.retired:
+        instead = f'; use its successor "{profile.successor}"' if profile.successor else ""
+        raise BadInput(f"site {profile.name} ({profile.system}) is retired{instead}")
 
 
 def load_profile(path: Union[str, os.PathLike[str]]) -> SiteProfile:

@@ -49,12 +49,15 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
-from lumberjack.site import gpus, pilot_token, remote_pool
+from lumberjack.site import gather_logs, gpus, pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
+from lumberjack.site.batch.pilot import ALIVE
+from lumberjack.site.idle_jobs import idle_shapes
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
 from lumberjack.site.runtime import ContainerRuntime, RuntimeFailure, get_runtime, last_line
 
@@ -114,7 +117,7 @@ def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict
     owners = run_as_site_account(ads, site_user, trust_domain)
     short_lease(ads)
     # The queue goes in last, atomically: a schedd never sees jobs without their inputs.
-    jql.write_log(spool / QUEUE_LOG, ads)
+    jqlw.write_log(spool / QUEUE_LOG, ads)
     Path(layout.pool).mkdir(parents=True, exist_ok=True)
     mark.write_text(f"{time.time():.0f}\n")
     return {"placed": True, "files": linked, "jobs": _count_procs(ads), "owners": owners}
@@ -343,7 +346,7 @@ def write_pilot_files(layout: ExportLayout, settings: PoolSettings, launch: dict
     os.chmod(layout.node_script, 0o700)
 
 
-_ALIVE = (PilotState.QUEUED, PilotState.RUNNING, PilotState.FINISHING, PilotState.UNKNOWN)
+_ALIVE = ALIVE
 
 
 def pilot_states(layout: ExportLayout, batch: Any, job_ids: list[str]) -> dict[str, PilotState]:
@@ -365,12 +368,17 @@ def cancel_pilots(layout: ExportLayout, batch: Any) -> list[str]:
 # ---- status and stop -----------------------------------------------------------------
 
 
-def job_counts(layout: ExportLayout) -> dict[str, int]:
-    """Jobs by status, read from the schedd's own log (works while it is down, too)."""
+def queue_ads(layout: ExportLayout) -> dict[str, jql.Ad]:
+    """The remote schedd's own log (works while it is down, too)."""
     path = Path(layout.spool, QUEUE_LOG)
     if not path.exists():
         path = Path(layout.bundle, "spool", QUEUE_LOG)
-    ads = jql.read_log(path)
+    return jql.read_log(path)
+
+
+def job_counts(layout: ExportLayout, ads: dict[str, jql.Ad] | None = None) -> dict[str, int]:
+    """Jobs by status, read from the schedd's own log."""
+    ads = queue_ads(layout) if ads is None else ads
     counts: Counter[str] = Counter()
     for key, ad in ads.items():
         if jql.key_kind(key) == "proc":
@@ -390,7 +398,8 @@ def status(
     found once for many exports by `status_many`)."""
     if launch and in_allocation(launch):
         return allocation_status(layout, launch)
-    counts = job_counts(layout)
+    ads = queue_ads(layout)
+    counts = job_counts(layout, ads)
     total = sum(counts.values())
     pilots: dict[str, str] = {}
     if launch:
@@ -421,6 +430,7 @@ def status(
         "pool_running": running,
         "placed": Path(layout.pool, PLACED_MARK).exists(),
         "pilots": pilots,
+        "idle_shapes": idle_shapes(ads) if counts.get("idle") else [],
     }
 
 
@@ -471,7 +481,8 @@ def stop(layout: ExportLayout, launch: dict | None) -> dict[str, Any]:
     )
     stop_pool(layout, runtime)
     _wait_gone(layout, None)
-    return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled}
+    return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled,
+            "logs": gather_logs.gather_safely(layout.root, launch)}  # fmt: skip
 
 
 def stop_pool(layout: ExportLayout, runtime: ContainerRuntime) -> None:
@@ -671,7 +682,7 @@ def expire_leases(layout: ExportLayout) -> list[str]:
     if cut_off:
         for key in cut_off:
             ads[key].set("LastJobLeaseRenewal", "0")
-        jql.write_log(path, ads)
+        jqlw.write_log(path, ads)
     return cut_off
 
 
@@ -727,7 +738,8 @@ def allocation_stop(layout: ExportLayout, launch: dict) -> dict[str, Any]:
     batch = get_batch_system(launch["batch_system"])
     cancelled = cancel_pilots(layout, batch)
     wait_pilots_gone(layout, batch, "the spool is not final yet")
-    return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled}
+    return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled,
+            "logs": gather_logs.gather_safely(layout.root, launch)}  # fmt: skip
 
 
 def wait_pilots_gone(layout: ExportLayout, batch: Any, why: str) -> None:
@@ -805,7 +817,7 @@ def lease_status(layout: ExportLayout) -> dict[str, Any]:
     running = bool(pool_processes(layout, "condor_master"))
     answer: dict[str, Any] = {"pool_running": running, "pilots": pilots, "startds": [],
                               "schedds": [], "pilots_alive": any(
-                                  state in ("queued", "running", "finishing", "unknown")
+                                  state in _ALIVE
                                   for state in pilots.values())}  # fmt: skip
     if running:
         try:

@@ -2,7 +2,7 @@
 advertise a startd and its master (remote_pool.PILOT_AUTHZ).
 
 It lives for the pilots' walltime and a short margin (launch["token_lifetime_s"], see
-state/lifecycle.py), not for days: a token taken from a compute node is worth little for
+state/plans.py), not for days: a token taken from a compute node is worth little for
 long. A pilot may wait in the batch queue longer than that margin, so while one waits,
 every `status` (sync runs it each minute) mints a fresh token once half the margin has
 passed: the pilot that starts then finds a token valid for its whole walltime.

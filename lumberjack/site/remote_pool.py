@@ -26,6 +26,7 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
+from lumberjack.core.slot_ad import PILOT_ATTR, RETIRE_ATTR, RETIRE_START
 from lumberjack.site.batch import BatchSystem
 from lumberjack.site.gpus import passthrough_args, startd_gpu_lines
 from lumberjack.site.job_container import job_container_lines
@@ -60,6 +61,11 @@ class ExportLayout:
     @property
     def bundle(self) -> str:
         return self._path("bundle")
+
+    @property
+    def launch_plan(self) -> str:
+        """launch.json: what the access point asks the agent to launch (its one writer)."""
+        return self._path("launch.json")
 
     @property
     def spool(self) -> str:
@@ -288,12 +294,13 @@ NUM_SLOTS = 1
 NUM_SLOTS_TYPE_1 = 1
 SLOT_TYPE_1 = 100%
 SLOT_TYPE_1_PARTITIONABLE = TRUE
-LUMBERJACK_PILOT = "$ENV(LJ_PILOT_ID)"
-LUMBERJACK_RETIRE_TIME = $ENV(LJ_RETIRE_TIME)
-STARTD_ATTRS = $(STARTD_ATTRS) LUMBERJACK_PILOT LUMBERJACK_RETIRE_TIME
-MASTER_ATTRS = $(MASTER_ATTRS) LUMBERJACK_PILOT
+# What the access point matched the jobs against (lumberjack/core/slot_ad.py).
+{PILOT_ATTR} = "$ENV(LJ_PILOT_ID)"
+{RETIRE_ATTR} = $ENV(LJ_RETIRE_TIME)
+STARTD_ATTRS = $(STARTD_ATTRS) {PILOT_ATTR} {RETIRE_ATTR}
+MASTER_ATTRS = $(MASTER_ATTRS) {PILOT_ATTR}
 # Retirement: no new job once the allocation is about to end, so none is cut off.
-START = time() < LUMBERJACK_RETIRE_TIME
+START = {RETIRE_START}
 SUSPEND = FALSE
 PREEMPT = FALSE
 KILL = FALSE

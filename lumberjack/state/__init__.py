@@ -1,2 +1,2 @@
-"""What lumberjack remembers between commands: the ledger, the phases, and the lifecycle
-that moves an export through them (one step at a time, or `sync`)."""
+"""What lumberjack remembers between commands: the ledger, the phases, the steps that move
+an export through them (one at a time), and `sync`, which takes them as far as they go."""

@@ -18,8 +18,8 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError
 from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state.ledger import ExportRecord, Ledger
-from lumberjack.state.lifecycle import Site, _step, check_phase, layout_of
 from lumberjack.state.phases import Phase
+from lumberjack.state.steps import Site, check_phase, layout_of, run_step
 
 #: Phases in which the export's remote pool may still run its jobs (fetch stops it
 #: before anything comes back, so from fetched on it does not).
@@ -43,7 +43,7 @@ def discard_and_hand_back(
         result["jobs"] = schedd.unexport(record.clusters)
         return result
 
-    result = _step(ledger, record.name, "unexport --discard", act)
+    result = run_step(ledger, record.name, "unexport --discard", act)
     if result.get("left"):
         ledger.update_info(record.name, left_at_site=result["left"])
     ledger.move(record.name, "unexport --discard", message="results discarded")
@@ -101,7 +101,7 @@ def cleanup(
         crash_point("cleanup.before-ledger")
         return result
 
-    result = _step(ledger, record.name, step, act)
+    result = run_step(ledger, record.name, step, act)
     if result.get("left") or record.info.get("left_at_site"):  # kept until one succeeds
         ledger.update_info(record.name, left_at_site=result.get("left"))
     ledger.move(record.name, step)

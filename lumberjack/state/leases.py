@@ -16,27 +16,21 @@ lease whose pilots are gone (idle shutdown, walltime) once no joined export need
 from __future__ import annotations
 
 import json
-import posixpath
 import shlex
 from typing import Any
 
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.core.crashpoints import crash_point
-from lumberjack.errors import BadInput, Busy, LumberjackError
+from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
+from lumberjack.profiles.sites import check_not_retired
 from lumberjack.site.remote_pool import ExportLayout
-from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger
-from lumberjack.state.lifecycle import (
-    Site,
-    _step,
-    check_runtime,
-    pool_plan,
-    request_info,
-    request_of,
-    ship_condor_release,
-)
+from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger, lease_key
+from lumberjack.state.lifecycle import ship_condor_release
 from lumberjack.state.phases import LeasePhase, Phase, lease_move
+from lumberjack.state.plans import check_runtime, pool_plan, request_info, request_of
+from lumberjack.state.steps import Site, reported, run_step
 
 #: Phases of a joined export that still need the lease (its collector, new pilots).
 NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
@@ -45,6 +39,7 @@ NEEDS_LEASE = (Phase.SELECTED, Phase.EXPORTING, Phase.EXPORTED, Phase.SHIPPED,
 
 def check_site(profile: SiteProfile) -> None:
     """BadInput, in one line, for a site where leases cannot run (yet)."""
+    check_not_retired(profile)
     check_placement(profile)
     check_runtime(profile)
 
@@ -61,11 +56,6 @@ def check_placement(profile: SiteProfile) -> None:
 
 def layout_of(record: LeaseRecord) -> ExportLayout:
     return ExportLayout(record.info["remote_dir"])
-
-
-def _key(name: str) -> str:
-    """The lease's name among the ledger's steps and locks (never an export's name)."""
-    return f"lease:{name}"
 
 
 def create(ledger: Ledger, site: Site, name: str, request: ResourceRequest) -> dict[str, Any]:
@@ -103,14 +93,14 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         conn.put_bytes(build_agent(), layout.agent, 0o700)
         ship_condor_release(site, layout)
         plan = pool_plan(request_of(record.info), site.profile, layout, f"lj-{layout.name}")
-        conn.put_bytes(json.dumps(plan).encode(), posixpath.join(layout.root, "launch.json"),
+        conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan,
                        0o600)  # fmt: skip
         crash_point("lease.after-dir")
         answer = site.agent(layout, "lease-start")
         crash_point("lease.before-ledger")
         return answer
 
-    result = _step(ledger, _key(record.name), "create", act)
+    result = run_step(ledger, lease_key(record.name), "create", act)
     ledger.move_lease(record.name, "create")
     return result
 
@@ -131,8 +121,11 @@ def _joined(ledger: Ledger, name: str) -> list[dict[str, str]]:
 def extend(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
     """One more round of pilots, whatever runs."""
     ledger.move_lease(record.name, "extend")
-    result = _step(
-        ledger, _key(record.name), "extend", lambda: site.agent(layout_of(record), "lease-extend")
+    result = run_step(
+        ledger,
+        lease_key(record.name),
+        "extend",
+        lambda: site.agent(layout_of(record), "lease-extend"),
     )
     ledger.update_lease_info(record.name, rounds=int(record.info.get("rounds", 1)) + 1)
     return result
@@ -167,7 +160,7 @@ def shutdown(
         crash_point("lease.before-ended")
         return result
 
-    result = _step(ledger, _key(record.name), "shutdown", act)
+    result = run_step(ledger, lease_key(record.name), "shutdown", act)
     ledger.move_lease(record.name, "ended")
     return result
 
@@ -247,7 +240,7 @@ def export_opted_in(
     for record in ledger.leases():
         if record.phase not in (LeasePhase.CREATING, LeasePhase.ACTIVE):
             continue
-        entry: dict[str, Any] = {"name": _key(record.name), "lease": record.name}
+        entry: dict[str, Any] = {"name": lease_key(record.name), "lease": record.name}
         try:
             clusters = opted_in(schedd, record.name)
             if not clusters:
@@ -279,18 +272,12 @@ def sync(ledger: Ledger, sites: dict[str, Site], hold: bool = False) -> list[dic
     for record in ledger.leases():
         if record.phase == LeasePhase.ENDED:
             continue
-        entry: dict[str, Any] = {"name": _key(record.name), "lease": record.name}
-        try:
-            with ledger.lock(_key(record.name)):
-                current = ledger.get_lease(record.name)
-                if current.site not in sites:
-                    sites[current.site] = Site(find_profile(current.site), hold=hold)
-                entry["steps"] = sync_one(ledger, sites[current.site], current)
-        except Busy:
-            entry["steps"] = ["busy: skipped"]
-        except LumberjackError as exc:
-            entry["error"] = str(exc)
-            entry["exit_code"] = exc.exit_code
+        entry: dict[str, Any] = {"name": lease_key(record.name), "lease": record.name}
+        with reported(entry), ledger.lock(lease_key(record.name)):
+            current = ledger.get_lease(record.name)
+            if current.site not in sites:
+                sites[current.site] = Site(find_profile(current.site), hold=hold)
+            entry["steps"] = sync_one(ledger, sites[current.site], current)
         entry["phase"] = ledger.get_lease(record.name).phase.value
         results.append(entry)
     return results

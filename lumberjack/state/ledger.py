@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import sqlite3
 import stat
 import time
@@ -25,10 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.ap.identity import user_writable_level
-from lumberjack.errors import BadInput, Busy
+from lumberjack.ap.names import check_name
+from lumberjack.ap.state_home import state_dir
+from lumberjack.errors import BadInput, Busy, StateError
+from lumberjack.state.ledger_guard import (
+    Guarded,
+    check_undamaged,
+    ledger_wait_s,
+    state_problem,
+    usable_state_dir,
+)
 from lumberjack.state.phases import LeasePhase, Phase, check, ends, lease_move
-
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS exports (
@@ -63,20 +69,6 @@ CREATE TABLE IF NOT EXISTS leases (
 """
 
 
-#: root's state on an access point: a system directory no user can write.
-ROOT_STATE_DIR = Path("/var/lib/condor-lumberjack")
-
-
-def state_dir() -> Path:
-    explicit = os.environ.get("LUMBERJACK_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    if os.geteuid() == 0:
-        return ROOT_STATE_DIR
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "condor-lumberjack"
-
-
 def check_root_owned(path: Path) -> None:
     """Root keeps its state only where no other user can write, at every level."""
     if os.geteuid() != 0:
@@ -84,7 +76,7 @@ def check_root_owned(path: Path) -> None:
     found = user_writable_level(path)
     if found is not None:
         level, how = found
-        raise BadInput(
+        raise StateError(
             f"state directory {path}: {level} {how}; root keeps its state only where no "
             "user can write (set LUMBERJACK_STATE_DIR)"
         )
@@ -120,13 +112,10 @@ class ExportRecord:
         }
 
 
-def check_name(name: str, what: str = "export") -> str:
-    if not NAME_PATTERN.match(name):
-        raise BadInput(
-            f"{what} name {name!r} is not valid; use letters, digits, '.', '_' or '-' "
-            "(at most 64, starting with a letter or digit)"
-        )
-    return name
+def lease_key(name: str) -> str:
+    """A lease's name among the ledger's steps and locks: never an export's (export names
+    hold no colon), so a lease and an export of the same name never meet."""
+    return f"lease:{name}"
 
 
 @dataclass
@@ -147,10 +136,14 @@ class Ledger:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or state_dir()
         check_root_owned(self.directory)
-        # 0711: the schedd writes an export's queue into the bundle as the job's owner,
-        # who may not be the account running lumberjack (root on an access point).
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.path = self.directory / "ledger.sqlite"
+        try:
+            self._db = Guarded(self._open(), self.path)
+        except (OSError, sqlite3.Error) as exc:
+            raise state_problem(exc, self.path) from None
+
+    def _open(self) -> sqlite3.Connection:
+        usable_state_dir(self.directory)
         # Only this account reads the ledger (jobs, paths, sites of every user); SQLite
         # gives its -wal and -shm files the database's mode. Never open and close the
         # file itself once it exists: closing any descriptor of it drops this process's
@@ -161,12 +154,27 @@ class Ledger:
                 os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
                 pass
-        if os.stat(self.path).st_mode & 0o077:
+        info = os.stat(self.path)
+        if not stat.S_ISREG(info.st_mode):
+            raise StateError(f"ledger {self.path} is not a regular file; move it aside")
+        if not os.access(self.path, os.R_OK | os.W_OK):
+            raise StateError(
+                f"ledger {self.path} is read-only; make it writable for this account "
+                "(chmod u+rw) or set LUMBERJACK_STATE_DIR"
+            )
+        if info.st_mode & 0o077:
             os.chmod(self.path, 0o600)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        if info.st_size:
+            check_undamaged(self.path)
+        db = sqlite3.connect(self.path, timeout=ledger_wait_s(), isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         self._db.close()
@@ -328,7 +336,7 @@ class Ledger:
                 "UPDATE leases SET phase = ?, updated = ? WHERE name = ?",
                 (end.value, time.time(), name),
             )
-        self.step(f"lease:{name}", f"phase:{end.value}", "done", message)
+        self.step(lease_key(name), f"phase:{end.value}", "done", message)
         return end
 
     def update_lease_info(self, name: str, **values: Any) -> None:
@@ -344,7 +352,7 @@ class Ledger:
         return [r for r in self.list() if r.info.get("lease") == lease]
 
     def delete_lease(self, name: str) -> None:
-        self._db.execute("DELETE FROM steps WHERE export = ?", (f"lease:{name}",))
+        self._db.execute("DELETE FROM steps WHERE export = ?", (lease_key(name),))
         self._db.execute("DELETE FROM leases WHERE name = ?", (name,))
 
     @contextmanager

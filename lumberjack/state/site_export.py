@@ -16,12 +16,23 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lumberjack.ap import export as export_mod
+from lumberjack.ap import matchmaking
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.errors import BadInput
-from lumberjack.profiles.request import REQUEST_FIELDS, build_request, report_dict, report_lines
-from lumberjack.profiles.sites import find_profile
-from lumberjack.state import lifecycle
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.request import (
+    REQUEST_FIELDS,
+    ResourceRequest,
+    build_request,
+    report_dict,
+    report_lines,
+)
+from lumberjack.profiles.sites import check_not_retired, find_profile
+from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.state import plans
+from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
+from lumberjack.state.steps import Site
 
 
 @dataclass
@@ -42,7 +53,7 @@ class SiteExport:
         self, schedd: LocalSchedd, ledger: Ledger, progress: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
         """Export the jobs and write the bundle; the command's answer."""
-        written = export_mod.run_export(
+        written = run_export(
             schedd, ledger, self.plan, self.jobs, site=self.site, info=self.info,
             progress=progress,
         )  # fmt: skip
@@ -56,24 +67,36 @@ def prepare(
     site: str,
     name: str,
     request_flags: dict[str, object],
-    held: lifecycle.Site | None = None,
+    held: Site | None = None,
     lease: str | None = None,
+    skip_unmatched: bool = False,
 ) -> SiteExport:
     """Check an export of `selection` to `site` as `name`; nothing changes. The request
-    comes from `request_flags` and the profile, or with `lease` (checked by
-    leases.site_to_join) is the lease's. `held` is a connection the caller keeps open
-    (else one of its own). Raises BadInput in one line."""
+    comes from `request_flags`, the jobs and the profile, or with `lease` (checked by
+    leases.site_to_join) is the lease's. Every job is matched against the slots the
+    pilots will advertise: clusters that can never run are refused (matchmaking.Unmatched),
+    or with `skip_unmatched` left in the queue. `held` is a connection the caller keeps
+    open (else one of its own). Raises BadInput."""
     profile = find_profile(site)
+    check_not_retired(profile)
     jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
     lease_info: dict[str, Any] = {}
     if lease is not None:
         lease_record = ledger.get_lease(lease)
-        request = lifecycle.request_of(lease_record.info)
         lease_info = {"lease": lease, "lease_dir": lease_record.info["remote_dir"]}
-    else:
+
+    def request_for(ads: list[Any], runtimes: list[int]) -> ResourceRequest:
+        if lease is not None:
+            return plans.request_of(lease_record.info)
         flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
-        request = build_request(profile, job_runtimes_s=export_mod.runtimes_s(jobs), **flags)
-    with contextlib.nullcontext(held) if held else lifecycle.Site(profile) as connection:
+        return build_request(
+            profile, job_runtimes_s=runtimes, job_needs=matchmaking.needs_of(ads), **flags
+        )
+
+    request, analysis, kept = _match(schedd, jobs, profile, site, request_for, skip_unmatched)
+    if kept is not None:
+        selection = export_mod.Selection(ids=tuple(str(c) for c in kept))
+    with contextlib.nullcontext(held) if held else Site(profile) as connection:
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
         if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
@@ -83,18 +106,49 @@ def prepare(
             )
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=ledger.bundles_dir() / name,
-        remote_spool=f"{remote_dir}/spool",
+        remote_spool=ExportLayout(remote_dir).spool,
     )  # fmt: skip
     return SiteExport(
         plan=plan,
         jobs=jobs,
         site=site,
-        info={"remote_dir": remote_dir, "request": lifecycle.request_info(request), **lease_info},
+        info={"remote_dir": remote_dir, "request": plans.request_info(request), **lease_info},
         answer={
             "site": site,
             "remote_dir": remote_dir,
             "request": report_dict(request, profile),
+            "matchmaking": analysis.to_json(),
             **lease_info,
         },  # fmt: skip
-        report=report_lines(request, profile),
+        report=report_lines(request, profile) + matchmaking.report_lines(analysis),
     )
+
+
+def _match(
+    schedd: LocalSchedd,
+    jobs: list[dict],
+    profile: SiteProfile,
+    site: str,
+    request_for: Callable[[list[Any], list[int]], ResourceRequest],
+    skip_unmatched: bool,
+) -> tuple[ResourceRequest, matchmaking.Analysis, list[int] | None]:
+    """The request and the matchmaking of the selected jobs; with refused clusters and
+    `skip_unmatched`, the clusters that can run (else None: all of them). Raises
+    matchmaking.Unmatched when a cluster can never run and none is to be skipped."""
+    clusters = sorted({j["ClusterId"] for j in jobs})
+    ads = matchmaking.job_ads(schedd, clusters)
+    request = request_for(ads, export_mod.runtimes_s(jobs))
+    analysis = matchmaking.analyze(ads, profile, request)
+    if not analysis.refused:
+        return request, analysis, None
+    if not skip_unmatched or not analysis.matched:
+        raise matchmaking.Unmatched(analysis, site)
+    # Only the clusters that can run leave; the request follows them alone.
+    refused = set(analysis.refused_clusters)
+    kept_ads = [a for a in ads if a["ClusterId"] not in refused]
+    kept_jobs = [j for j in jobs if j["ClusterId"] not in refused]
+    request = request_for(kept_ads, export_mod.runtimes_s(kept_jobs))
+    left = analysis.refused
+    analysis = matchmaking.analyze(kept_ads, profile, request)
+    analysis.refused = left  # reported as left in the queue
+    return request, analysis, [c for c in clusters if c not in refused]

@@ -63,3 +63,15 @@ class Carrier(Protocol):
         when the site does not answer within `timeout` seconds.
         """
         ...
+
+
+class Reach(Protocol):
+    """What a transfer needs of a connection to a site (SiteConnection is one): the
+    carrier to run the helper on, an address for messages, and the site's expansion of a
+    path. Here, below both, so the connection and the transfer driver need not know each
+    other."""
+
+    carrier: Carrier
+    address: str
+
+    def expand(self, path: str) -> str: ...

@@ -194,7 +194,10 @@ class SiteConnection:
         exclude: Sequence[str] = (),
         progress: Progress | None = None,
         limits: Limits | None = None,
+        max_files: int | None = None,
     ) -> TransferReport:
         """Make local_root hold the regular files below remote_root, verified and within
-        `limits` (see transfer.download)."""
-        return transfer.download(self, remote_root, local_root, exclude, progress, limits)
+        `limits` and `max_files` (see transfer.download)."""
+        return transfer.download(
+            self, remote_root, local_root, exclude, progress, limits, max_files
+        )

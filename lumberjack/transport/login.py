@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lumberjack.ap.state_home import state_dir
 from lumberjack.errors import BadInput, LoginNeeded, LumberjackError, RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys
@@ -38,8 +39,6 @@ _SOCKET_MAX = 107 - 17
 
 def control_dir() -> Path:
     """The 0700 directory of the control sockets (made, and tightened, on use)."""
-    from lumberjack.state.ledger import state_dir
-
     directory = state_dir() / "ssh"
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     info = directory.stat()

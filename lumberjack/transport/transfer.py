@@ -25,7 +25,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 
 from lumberjack.ap.bundle import check_relative
 from lumberjack.core import returns
@@ -33,7 +33,7 @@ from lumberjack.core.manifest import FileEntry
 from lumberjack.core.returns import Limits
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.site import transfer_helper
-from lumberjack.transport.carrier import Consume, Feed, LinkLost, RunResult
+from lumberjack.transport.carrier import Consume, Feed, LinkLost, Reach, RunResult
 from lumberjack.transport.helper import helper_command
 from lumberjack.transport.messages import CHUNK, last_line, one_line
 from lumberjack.transport.states import (
@@ -46,10 +46,6 @@ from lumberjack.transport.states import (
     plan,
     verify_states,
 )
-
-if TYPE_CHECKING:
-    from lumberjack.transport.connection import SiteConnection
-
 
 #: Opens a local file to send (upload's `open_source`).
 OpenSource = Callable[[Path], BinaryIO]
@@ -73,7 +69,7 @@ class _Silent(Progress):
 
 
 def run_helper(
-    site: SiteConnection,
+    site: Reach,
     mode: str,
     root: str,
     *,
@@ -103,7 +99,7 @@ def run_helper(
 
 
 def scan(
-    site: SiteConnection,
+    site: Reach,
     root: str,
     want: dict[str, int] | None = None,
     exclude: Sequence[str] = (),
@@ -120,7 +116,7 @@ def scan(
 
 
 def upload(
-    site: SiteConnection,
+    site: Reach,
     local_root: Path,
     remote_root: str,
     files: list[FileEntry],
@@ -184,12 +180,13 @@ def upload(
 
 
 def download(
-    site: SiteConnection,
+    site: Reach,
     remote_root: str,
     local_root: Path,
     exclude: Sequence[str] = (),
     progress: Progress | None = None,
     limits: Limits | None = None,
+    max_files: int | None = None,
 ) -> TransferReport:
     """Make local_root hold the regular files below remote_root (but `exclude` globs,
     matched against relative paths and their parent directories); fetch only what is
@@ -202,6 +199,7 @@ def download(
     directory in a remote spool, core.returns.job_of) and the whole: judged on the sizes
     the site lists before anything moves, then on the bytes as they arrive; the site
     never reads a file over the per-file cap. Past a cap: ReturnRefused, at once.
+    `max_files` caps the files listed in all (for trees without jobs' directories).
     """
     started = time.monotonic()
     progress = progress or _Silent()
@@ -213,6 +211,8 @@ def download(
     wanted, bad = check_download_listing(listing, limits.file_bytes)
     if any(transfer_helper.excluded(entry.path, list(exclude)) for entry in wanted):
         raise RemoteError(f"{source}: listing holds excluded files; refusing it")
+    if max_files is not None and len(listing) > max_files:
+        raise ReturnRefused(f"{source}: more than {max_files} files listed; nothing fetched")
     guard = ReturnGuard(limits, source)
     for entry in wanted:  # the sizes the site declares: refused before anything moves
         guard.declare(entry.path, entry.size)

@@ -33,7 +33,7 @@ from journey import (
 )
 
 from lumberjack.profiles.sites import find_profile
-from lumberjack.state import lifecycle
+from lumberjack.state import plans
 
 pytestmark = pytest.mark.integration
 
@@ -193,8 +193,8 @@ def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, a
     # The pool's secrets are the site account's alone; the pilots' token lives for the
     # walltime and a short margin, not days.
     assert modes == {s: 0o600 for s in SECRETS}
-    assert claims["exp"] - claims["iat"] == 20 * 60 + lifecycle.PILOT_TOKEN_MARGIN_S
-    assert lifecycle.PILOT_TOKEN_MARGIN_S <= 3600
+    assert claims["exp"] - claims["iat"] == 20 * 60 + plans.PILOT_TOKEN_MARGIN_S
+    assert plans.PILOT_TOKEN_MARGIN_S <= 3600
 
     # alice's outputs: whole, exactly hers, nothing of bob's.
     assert final["jobs"] == {"completed": 1}

@@ -29,7 +29,7 @@ from journey import (
 
 from lumberjack.profiles.sites import find_profile
 from lumberjack.site import remote_pool
-from lumberjack.state import lifecycle
+from lumberjack.state import plans
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +126,7 @@ def test_a_pilot_token_reads_and_advertises_and_nothing_more(
         assert set(claims["scope"].split()) == {
             "condor:/READ", "condor:/ADVERTISE_STARTD", "condor:/ADVERTISE_MASTER",
         }  # fmt: skip
-        assert claims["exp"] - claims["iat"] == 20 * 60 + lifecycle.PILOT_TOKEN_MARGIN_S
+        assert claims["exp"] - claims["iat"] == 20 * 60 + plans.PILOT_TOKEN_MARGIN_S
 
         state = json.loads(site_path(remote_dir).joinpath("pool", "state.json").read_text())
         collector = f"{state['address']}:{state['port']}"

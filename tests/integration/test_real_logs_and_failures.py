@@ -12,7 +12,9 @@ from journey import make_job_dir, query, submit
 from lumberjack.ap import export as export_mod
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.errors import BadInput
+from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
@@ -27,7 +29,7 @@ def test_schedd_written_logs_round_trip(workspace: Path, state_dir: Path) -> Non
     try:
         for path in (native / "job_queue.log", testbed.ACCESS_POINT.spool_dir / "job_queue.log"):
             text = path.read_text(errors="surrogateescape")
-            assert jql.format_records(jql.parse_records(text)) == text
+            assert jqlw.format_records(jql.parse_records(text)) == text
             ads = jql.read_log(path)
             assert any(jql.key_kind(k) == "proc" for k in ads)
         ads = jql.read_log(native / "job_queue.log")
@@ -52,7 +54,7 @@ def test_failure_after_the_schedd_let_go_rolls_back(workspace: Path, state_dir: 
     (job_dir / "sub" / "data.txt").unlink()
     ledger = Ledger()
     with pytest.raises(BadInput):
-        export_mod.run_export(schedd, ledger, plan, jobs, site=None)
+        run_export(schedd, ledger, plan, jobs, site=None)
     ads = query(f"ClusterId == {cluster}", ["ProcId", "Managed", "JobStatus"])
     assert len(ads) == 2 and all(a.get("Managed") is None and a["JobStatus"] == 1 for a in ads)
     assert ledger.get("vanishing-input").phase == "failed"

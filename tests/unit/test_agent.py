@@ -3,32 +3,22 @@ counts, and the JSON entry point. No HTCondor, Apptainer or batch system needed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_fixture_module
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.site import agent
 from lumberjack.site.remote_pool import ExportLayout
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def load_fixture(name: str):
-    module_name = f"lumberjack_test_{name}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, FIXTURES / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
-
-
-site_bundle = load_fixture("site_bundle")
+site_bundle = load_fixture_module("site_bundle")
 SITE_USER = "hpcuser"
 DOMAIN = "lumberjack-calib"
 
@@ -97,7 +87,7 @@ def test_inputs_are_hard_linked_and_iwds_created(layout: ExportLayout) -> None:
 def test_the_queue_is_written_last(layout: ExportLayout, monkeypatch) -> None:
     """A schedd never sees the queue before every input and Iwd is there."""
     manifest = json.loads(Path(layout.bundle, "manifest.json").read_text())
-    real_write = jql.write_log
+    real_write = jqlw.write_log
     seen = []
 
     def spy(path, ads, *args, **kwargs):
@@ -111,7 +101,7 @@ def test_the_queue_is_written_last(layout: ExportLayout, monkeypatch) -> None:
         seen.append(path)
         return real_write(path, ads, *args, **kwargs)
 
-    monkeypatch.setattr(agent.jql, "write_log", spy)
+    monkeypatch.setattr(agent.jqlw, "write_log", spy)
     agent.place_queue(layout, SITE_USER, DOMAIN)
     assert len(seen) == 1
     assert Path(layout.pool, agent.PLACED_MARK).exists()
@@ -121,7 +111,7 @@ def test_the_queue_is_never_placed_twice(layout: ExportLayout) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
     queue = Path(layout.spool, "job_queue.log")
     # the schedd ran the jobs: its log moved on
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("4", "2")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("4", "2")))
     after_run = queue.read_bytes()
     assert agent.place_queue(layout, SITE_USER, DOMAIN) == {
         "placed": False,
@@ -149,15 +139,15 @@ def test_job_counts(layout: ExportLayout) -> None:
     assert agent.job_counts(layout) == {"idle": 2}
     agent.place_queue(layout, SITE_USER, DOMAIN)
     queue = Path(layout.spool, "job_queue.log")
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
     assert agent.job_counts(layout) == {"running": 1, "completed": 1}
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("5", "3")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("5", "3")))
     assert agent.job_counts(layout) == {"held": 1, "removed": 1}
 
 
 def test_status_reads_the_queue_without_a_pool(layout: ExportLayout) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
-    jql.write_log(
+    jqlw.write_log(
         Path(layout.spool, "job_queue.log"),
         site_bundle.queue_ads(layout.spool, statuses=("4", "4")),
     )
@@ -177,7 +167,7 @@ def test_main_prints_one_json_line(layout: ExportLayout, capsys) -> None:
 
 def test_status_of_several_exports_in_one_call(layout: ExportLayout, tmp_path, capsys) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
-    jql.write_log(
+    jqlw.write_log(
         Path(layout.spool, "job_queue.log"),
         site_bundle.queue_ads(layout.spool, statuses=("2", "4")),
     )
@@ -216,7 +206,7 @@ def test_allocation_status_counts_a_dead_allocations_running_jobs_as_idle(
     layout: ExportLayout,
 ) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
-    jql.write_log(
+    jqlw.write_log(
         Path(layout.spool, "job_queue.log"),
         site_bundle.queue_ads(layout.spool, statuses=("2", "4")),
     )
@@ -230,13 +220,15 @@ def test_allocation_status_counts_a_dead_allocations_running_jobs_as_idle(
 
 def test_allocation_stop_with_no_pilot_returns_at_once(layout: ExportLayout) -> None:
     plan = {"placement": "allocation", "batch_system": "slurm"}
-    assert agent.stop(layout, plan) == {"stopped_schedd": False, "cancelled_pilots": []}
+    answer = agent.stop(layout, plan)
+    assert answer.pop("logs")["jobs"] == 0  # nothing ran: no job's logs to gather
+    assert answer == {"stopped_schedd": False, "cancelled_pilots": []}
 
 
 def test_a_dead_allocations_running_jobs_get_an_expired_lease(layout: ExportLayout) -> None:
     agent.place_queue(layout, SITE_USER, DOMAIN)
     queue = Path(layout.spool, "job_queue.log")
-    jql.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
+    jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("2", "4")))
     before = jql.read_log(queue)
     (running,) = [k for k, ad in before.items() if ad.get("JobStatus") == "2"]
     assert agent.expire_leases(layout) == [running]

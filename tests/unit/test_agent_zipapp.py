@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lumberjack.ap import agent_zipapp
-from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # -S: no site module (so no site-packages, no venv); -I: no PYTHONPATH, no user site.
@@ -88,7 +88,7 @@ def test_status_of_an_export_prints_the_counts(pyz: Path, tmp_path: Path) -> Non
     site_bundle.build(root)
     spool = root / "spool"
     spool.mkdir()
-    jql.write_log(spool / "job_queue.log", site_bundle.queue_ads(str(spool), ("4", "2")))
+    jqlw.write_log(spool / "job_queue.log", site_bundle.queue_ads(str(spool), ("4", "2")))
     result = subprocess.run(
         [*BARE, str(pyz), "status", str(root)], capture_output=True, text=True, cwd=tmp_path
     )

@@ -4,7 +4,6 @@ the one query parser's rules."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+from conftest import load_fixture_module
 
 import lumberjack
 from lumberjack.ap import agent_zipapp
@@ -32,13 +32,7 @@ BATCH_DIR = Path(lumberjack.__file__).parent / "site" / "batch"
 
 def load_renderer():
     """fixtures/batch/render_scripts.py, which `make lint` runs too (loaded by path)."""
-    name = "lumberjack_test_render_scripts"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "render_scripts.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load_fixture_module("batch/render_scripts")
 
 
 renderer = load_renderer()

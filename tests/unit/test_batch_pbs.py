@@ -5,14 +5,13 @@ formats (see fixtures/batch/README.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_fixture_module
 
 from lumberjack.site.batch import SYSTEMS, BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.batch.pbs import Pbs
@@ -23,13 +22,7 @@ needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is no
 
 def load_harness():
     """The script runner in fixtures/batch (not a package: load it by path, once)."""
-    name = "lumberjack_test_pilot_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "pilot_harness.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load_fixture_module("batch/pilot_harness")
 
 
 harness = load_harness()

@@ -3,15 +3,14 @@ the parsers of sbatch / squeue / scontrol output."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import load_fixture_module
 
 from lumberjack.site.batch import SYSTEMS, BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.batch.slurm import Slurm
@@ -21,13 +20,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "batch"
 
 def load_harness():
     """The script runner in fixtures/batch (not a package: load it by path, once)."""
-    name = "lumberjack_test_pilot_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "pilot_harness.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load_fixture_module("batch/pilot_harness")
 
 
 harness = load_harness()

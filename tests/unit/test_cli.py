@@ -14,7 +14,7 @@ import lumberjack.cli.site_cmd  # noqa: F401  (registers the commands on `cli`)
 from lumberjack.ap import export as export_mod
 from lumberjack.cli import cli
 from lumberjack.cli.common import plural
-from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.state import lifecycle, phases
 from lumberjack.state.ledger import Ledger
 
@@ -67,7 +67,7 @@ def test_help_texts_name_the_phases_of_the_table() -> None:
 
 def test_run_help_shows_its_defaults() -> None:
     text = invoke("run", "--help").stdout
-    assert "[default: 30.0]" in text  # --poll
+    assert "[default: 30s]" in text  # --poll
     assert "[default: wait]" in text
 
 
@@ -110,7 +110,7 @@ def test_a_second_import_says_nothing_new_was_done(
     remote_spool = json.loads((bundle / "manifest.json").read_text())["remote_spool"]
     add_export(ledger, "fetched", bundle)
     returned = lifecycle.returned_dir(ledger, ledger.get("calib"))
-    jql.write_log(returned / "job_queue.log", site_bundle.queue_ads(remote_spool, ("4", "2")))
+    jqlw.write_log(returned / "job_queue.log", site_bundle.queue_ads(remote_spool, ("4", "2")))
     schedd = fake.FakeSchedd()
     monkeypatch.setattr(export_cmd, "LocalSchedd", lambda: schedd)
     first = invoke("import", "calib")

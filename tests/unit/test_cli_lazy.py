@@ -43,5 +43,6 @@ def test_help_lists_every_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "lumberjack", "--help"], capture_output=True, text=True, check=True
     )
-    listed = {line.split()[0] for line in done.stdout.split("Commands:")[1].splitlines() if line}
+    commands = done.stdout.split("Commands:")[1].split("Exit codes")[0]
+    listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
     assert listed == set(COMMAND_MODULES)

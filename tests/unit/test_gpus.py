@@ -198,7 +198,7 @@ def _slurm():  # -> BatchSystem
 
 def test_the_plan_carries_the_queues_gpus_to_the_startd() -> None:
     from lumberjack.profiles.request import build_request
-    from lumberjack.state.lifecycle import pool_plan
+    from lumberjack.state.plans import pool_plan
 
     profile = find_profile("testbed")
     layout = ExportLayout("/home/hpcuser/lumberjack/calib")

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.ap import importer, output_writer, results, userlog
+from lumberjack.ap import importer, output_writer, result_attrs, results, userlog
 from lumberjack.ap.bundle import MANIFEST
 from lumberjack.ap.export import Plan, write_bundle
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core import returns
 from lumberjack.errors import BadInput
 
@@ -66,7 +67,7 @@ class World:
                 "Iwd": json.dumps(f"{SPOOL}/7/{proc}/cluster7.proc{proc}.subproc0"),
                 "Out": json.dumps(f"out.{proc}"), "Err": json.dumps(f"err.{proc}"),
             })  # fmt: skip
-        jql.write_log(native / "job_queue.log", ads)
+        jqlw.write_log(native / "job_queue.log", ads)
         plan = Plan("calib", OWNER, [CLUSTER], ["7.0", "7.1"], self.bundle, SPOOL, 1, 10)
         iwds = {"7.0": str(self.iwd), "7.1": str(self.iwd)}
         write_bundle(plan, native / "job_queue.log", iwds, site="testsite")
@@ -96,7 +97,7 @@ class World:
         return self.returned / "7" / str(proc) / f"cluster7.proc{proc}.subproc0"
 
     def save(self) -> None:
-        jql.write_log(self.returned / "job_queue.log", self.queue)
+        jqlw.write_log(self.returned / "job_queue.log", self.queue)
 
     def run(self, **kw):
         self.save()
@@ -150,9 +151,8 @@ def test_ordinary_results_are_imported(world: World) -> None:
         assert (world.iwd / "out.0").stat().st_uid == IDS[0]
 
 
-def test_result_attribute_list_is_one_list_of_groups() -> None:
-    groups = (results.STATUS, results.EXIT, results.TIMES, results.COUNTERS, results.USAGE)
-    assert set(results.RESULT_ATTRS) >= {a for g in groups for a in g}
+def test_result_attribute_list_is_one_table() -> None:
+    assert set(results.RESULT_ATTRS) == set(result_attrs.RESULTS)
     assert set(results.IDLE_RESULT_ATTRS) <= set(results.RESULT_ATTRS)
     dangerous = "Cmd Arguments Environment Requirements PreCmd Iwd TransferOutput Owner User"
     for name in dangerous.split() + ["TransferOutputRemaps", "UserLog"]:
@@ -227,6 +227,12 @@ def test_injected_job_is_reported_and_the_rest_imported(world: World) -> None:
     assert report.completed == 1 and (world.iwd / "out.0").exists()
 
 
+def test_site_schedds_user_record_is_ignored_without_a_word(world: World) -> None:
+    world.queue["0.2"] = jql.Ad("0.2", "User", "", {"Owner": '"hpcuser"'})
+    report = world.run()
+    assert report.not_sent == [] and report.completed == 1
+
+
 def test_extra_proc_of_our_cluster_is_reported(world: World) -> None:
     world.queue["7.5"] = jql.Ad("7.5", "Job", "Machine", {"JobStatus": "1"})
     _, merge, _ = world.plan()
@@ -297,7 +303,7 @@ def test_sent_queue_changed_in_the_bundle_is_rebuilt_from_the_native_log(world: 
     spool_log = world.bundle / "spool" / "job_queue.log"
     ads = jql.read_log(spool_log)
     ads[jql.cluster_key(CLUSTER)].set("Arguments", '"evil"')
-    jql.write_log(spool_log, ads)
+    jqlw.write_log(spool_log, ads)
     _, merge, _ = world.plan()
     assert merge.ads[jql.cluster_key(CLUSTER)].get("Arguments") == '"safe"'
 

@@ -148,18 +148,18 @@ def test_directory(tmp_path: Path) -> None:
 
 def test_unreadable_file(log_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # we run as root in CI, where chmod 000 does not stop a read: fake the refusal
-    def refuse(path: str) -> None:
+    def refuse(handle: object, path: str) -> None:
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(jobqueuelog, "read_log", refuse)
+    monkeypatch.setattr(jobqueuelog, "parse_file", refuse)
     _assert_one_line_error(_run(str(log_file)), str(log_file), "permission denied")
 
 
 def test_other_os_error(log_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(path: str) -> None:
+    def broken(handle: object, path: str) -> None:
         raise OSError(5, "Input/output error", path)
 
-    monkeypatch.setattr(jobqueuelog, "read_log", broken)
+    monkeypatch.setattr(jobqueuelog, "parse_file", broken)
     _assert_one_line_error(_run(str(log_file)), str(log_file), "Input/output error")
 
 

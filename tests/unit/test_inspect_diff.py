@@ -10,6 +10,7 @@ from click.testing import CliRunner
 import lumberjack.cli.inspect_cmd  # noqa: F401  (registers the command on `cli`)
 from lumberjack.cli import cli
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 
 
 def two_logs(tmp_path: Path) -> tuple[Path, Path]:
@@ -23,8 +24,8 @@ def two_logs(tmp_path: Path) -> tuple[Path, Path]:
         "2.0": jql.Ad("2.0", "Job", "Machine", {"JobStatus": "1"}),
     }
     a, b = tmp_path / "a.log", tmp_path / "b.log"
-    jql.write_log(a, sent)
-    jql.write_log(b, back)
+    jqlw.write_log(a, sent)
+    jqlw.write_log(b, back)
     return a, b
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.jobqueuelog import Ad, JobKey, JobQueueLogError, LogRecord
 
 # A queue as a 25.x schedd writes it: header ad created outside any transaction, "105 "
@@ -86,7 +87,7 @@ def _line(exc: pytest.ExceptionInfo[JobQueueLogError]) -> str:
 def test_fixture_round_trips_byte_exact() -> None:
     records = jql.parse_records(FIXTURE)
     assert len(records) == FIXTURE.count("\n")
-    assert jql.format_records(records) == FIXTURE
+    assert jqlw.format_records(records) == FIXTURE
 
 
 def test_record_fields_per_op() -> None:
@@ -124,20 +125,20 @@ def test_final_line_without_newline_is_a_record() -> None:
 def test_empty_text_is_an_empty_log() -> None:
     assert jql.parse_records("") == []
     assert jql.replay([]) == {}
-    assert jql.format_records([]) == ""
+    assert jqlw.format_records([]) == ""
 
 
 def test_transaction_markers_without_trailing_space_are_accepted_and_normalised() -> None:
     records = jql.parse_records("105\n101 1.0 Job Machine\n106\n")
     assert records == [LogRecord(105), LogRecord(101, "1.0", "Job", "Machine"), LogRecord(106)]
-    assert jql.format_records(records) == "105 \n101 1.0 Job Machine\n106 \n"
+    assert jqlw.format_records(records) == "105 \n101 1.0 Job Machine\n106 \n"
 
 
 def test_end_transaction_comment_round_trips() -> None:
     text = "105 \n101 1.0 Job Machine\n106 #submit from alice\n"
     records = jql.parse_records(text)
     assert records[-1] == LogRecord(106, value="submit from alice")
-    assert jql.format_records(records) == text
+    assert jqlw.format_records(records) == text
     assert "1.0" in jql.replay(records)
 
 
@@ -319,21 +320,21 @@ def test_read_log_errors_name_the_file(tmp_path: os.PathLike[str]) -> None:
 
 def test_records_for_ads_is_a_compact_log() -> None:
     ads = jql.replay(jql.parse_records(FIXTURE))
-    records = jql.records_for_ads(ads, seq=7, timestamp=1718000000)
+    records = jqlw.records_for_ads(ads, seq=7, timestamp=1718000000)
     assert records[0] == LogRecord(107, "7", "CreationTimestamp", "1718000000")
     assert records[1] == LogRecord(105) and records[-1] == LogRecord(106)
     assert records[2] == LogRecord(101, "0.0", "Job", "Machine")
     assert records[3] == LogRecord(103, "0.0", "UidDomain", '"submit.example.org"')
     assert sum(r.op == 101 for r in records) == len(ads)
     assert sum(r.op == 103 for r in records) == sum(len(ad.attrs) for ad in ads.values())
-    text = jql.format_records(records)
+    text = jqlw.format_records(records)
     assert text.startswith("107 7 CreationTimestamp 1718000000\n105 \n101 0.0 Job Machine\n")
     assert text.endswith("106 \n")
     assert jql.replay(jql.parse_records(text)) == ads
 
 
 def test_records_for_ads_defaults_timestamp_and_writes_empty_types() -> None:
-    records = jql.records_for_ads({"1.0": Ad("1.0", "", "", {"A": "1"})})
+    records = jqlw.records_for_ads({"1.0": Ad("1.0", "", "", {"A": "1"})})
     assert records[0].key == "1" and records[0].value.isdigit()
     assert records[2] == LogRecord(101, "1.0", "(empty)", "(empty)")
 
@@ -354,7 +355,7 @@ def test_records_for_ads_rejects_ads_that_would_not_read_back(
     ads: dict[str, Ad], words: str
 ) -> None:
     with pytest.raises(JobQueueLogError, match=words):
-        jql.records_for_ads(ads)
+        jqlw.records_for_ads(ads)
 
 
 @pytest.mark.parametrize(
@@ -377,7 +378,7 @@ def test_records_for_ads_rejects_ads_that_would_not_read_back(
 )
 def test_format_record_refuses_what_would_not_read_back(record: LogRecord) -> None:
     with pytest.raises(JobQueueLogError, match="cannot write"):
-        jql.format_record(record)
+        jqlw.format_record(record)
 
 
 def test_write_log_is_atomic_private_and_round_trips(tmp_path: os.PathLike[str]) -> None:
@@ -387,7 +388,7 @@ def test_write_log_is_atomic_private_and_round_trips(tmp_path: os.PathLike[str])
         fh.write("old contents\n")
     os.chmod(path, 0o644)
     ads = jql.replay(jql.parse_records(FIXTURE))
-    jql.write_log(path, ads, seq=3, timestamp=1718000000)
+    jqlw.write_log(path, ads, seq=3, timestamp=1718000000)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert os.listdir(directory) == ["job_queue.log"]  # no temp file left behind
     assert jql.read_log(path) == ads
@@ -403,9 +404,9 @@ def test_write_log_failure_leaves_old_file_and_no_temp(tmp_path: os.PathLike[str
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("101 1.0 Job Machine\n")
     with pytest.raises(JobQueueLogError):
-        jql.write_log(path, {"1.0": Ad("1.0", "Job", "Machine", {"A": "1\n2"})})
+        jqlw.write_log(path, {"1.0": Ad("1.0", "Job", "Machine", {"A": "1\n2"})})
     with pytest.raises(JobQueueLogError, match="encode"):
-        jql.write_log(path, {"1.0": Ad("1.0", "Job", "Machine", {"A": '"\ud800"'})})
+        jqlw.write_log(path, {"1.0": Ad("1.0", "Job", "Machine", {"A": '"\ud800"'})})
     assert os.listdir(directory) == ["job_queue.log"]
     assert jql.read_records(path) == [LogRecord(101, "1.0", "Job", "Machine")]
 
@@ -418,9 +419,9 @@ def test_arbitrary_bytes_survive_read_and_write(tmp_path: os.PathLike[str]) -> N
         fh.write(raw)
     records = jql.read_records(src)
     assert records[1].value == '"\udcff\udcfe latin1 \udce9 ok é"\r'
-    assert jql.format_records(records).encode("utf-8", "surrogateescape") == raw
+    assert jqlw.format_records(records).encode("utf-8", "surrogateescape") == raw
     dst = os.path.join(directory, "out.log")
-    jql.write_log(dst, jql.read_log(src), timestamp=1)
+    jqlw.write_log(dst, jql.read_log(src), timestamp=1)
     assert jql.read_log(dst) == jql.read_log(src)
 
 
@@ -469,62 +470,6 @@ def test_key_builders() -> None:
         jql.cluster_key(0)
     with pytest.raises(ValueError):
         jql.proc_key(-1, 0)
-
-
-# ---------------------------------------------------------------------------------- summary
-
-
-def test_queue_summary_of_fixture() -> None:
-    summary = jql.queue_summary(jql.replay(jql.parse_records(FIXTURE)))
-    assert summary["num_clusters"] == 1 and summary["num_procs"] == 2
-    assert summary["num_other_ads"] == 3  # header, user record, cluster-private ad
-    assert summary["status_counts"] == {"Held": 1, "Running": 1}
-    (cluster,) = summary["clusters"]
-    assert cluster["cluster"] == 1 and cluster["key"] == "01.-1" and cluster["num_procs"] == 2
-    assert cluster["owner"] == "alice" and cluster["cmd"] == "/bin/echo"
-    assert cluster["qdate"] == 1718000100
-    p0, p1 = cluster["procs"]
-    assert p0["id"] == "1.0" and p0["status"] == "Held" and p0["job_status"] == 5
-    assert p0["iwd"] == "/home/alice/first dir"  # its own (lower-case) iwd wins
-    # old ClassAd syntax, as the schedd reads job_queue.log: only \" is an escape
-    assert p0["args"] == 'a "quoted" \\\\ back'
-    assert p0["owner"] == "alice" and p0["cmd"] == "/bin/echo"  # from the cluster ad
-    assert p1["iwd"] == "/home/alice/moved dir" and p1["status"] == "Running"
-    assert p1["args"] is None and p1["exit_code"] is None
-
-
-def test_queue_summary_statuses_managed_and_arguments() -> None:
-    ads = {
-        "01.-1": Ad("01.-1", "Job", "Machine", {"Owner": '"bob"', "Arguments": "\"'x y'\""}),
-        "1.0": Ad("1.0", "Job", "Machine", {"JobStatus": "4", "ExitCode": "3"}),
-        "1.1": Ad("1.1", "Job", "Machine", {"JobStatus": "6", "Args": '"old"'}),
-        "1.2": Ad(
-            "1.2",
-            "Job",
-            "Machine",
-            {"JobStatus": "2", "Managed": '"External"', "ManagedManager": '"lumberjack"'},
-        ),
-        "1.3": Ad("1.3", "Job", "Machine", {"JobStatus": "42"}),
-        "1.4": Ad("1.4", "Job", "Machine", {"JobStatus": "Held ? 1 : 2"}),
-        "3.0": Ad("3.0", "Job", "Machine", {"JobStatus": "7", "Cmd": '"/bin/sh"'}),
-        "04.-1": Ad("04.-1", "Job", "Machine", {"Cmd": '"x" + "y"', "Iwd": '"C:\\dir\\"'}),
-    }
-    summary = jql.queue_summary(ads)
-    assert [c["cluster"] for c in summary["clusters"]] == [1, 3, 4]
-    procs = {p["id"]: p for c in summary["clusters"] for p in c["procs"]}
-    assert procs["1.0"]["status"] == "Completed" and procs["1.0"]["exit_code"] == 3
-    assert procs["1.0"]["args"] == "'x y'"
-    # the proc's own Args does not hide the cluster's Arguments (Arguments wins)
-    assert procs["1.1"]["status"] == "Transferring Output"
-    assert procs["1.2"]["managed"] == "External"
-    assert procs["1.2"]["managed_manager"] == "lumberjack"
-    assert procs["1.3"]["status"] == "Unknown (42)"
-    assert procs["1.4"]["status"] == "Held ? 1 : 2"
-    assert procs["3.0"]["status"] == "Suspended" and procs["3.0"]["owner"] is None
-    assert summary["clusters"][1]["key"] is None  # cluster 3 has no cluster ad
-    assert summary["clusters"][2]["num_procs"] == 0
-    assert summary["clusters"][2]["cmd"] == '"x" + "y"'  # an expression stays text
-    assert summary["clusters"][2]["iwd"] == "C:\\dir\\"  # a backslash before the end quote
 
 
 # ------------------------------------------------------------------------------- properties
@@ -610,7 +555,7 @@ _FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCh
 @_FAST
 @given(_queues(), st.integers(0, 10**6), st.integers(0, 2**40))
 def test_property_queue_round_trips(ads: dict[str, Ad], seq: int, stamp: int) -> None:
-    text = jql.format_records(jql.records_for_ads(ads, seq=seq, timestamp=stamp))
+    text = jqlw.format_records(jqlw.records_for_ads(ads, seq=seq, timestamp=stamp))
     back = jql.replay(jql.parse_records(text))
     assert back == ads
     assert list(back) == list(ads)
@@ -620,9 +565,9 @@ def test_property_queue_round_trips(ads: dict[str, Ad], seq: int, stamp: int) ->
 @_FAST
 @given(_record_streams())
 def test_property_format_parse_is_identity(records: list[LogRecord]) -> None:
-    text = jql.format_records(records)
+    text = jqlw.format_records(records)
     assert jql.parse_records(text) == records
-    assert jql.format_records(jql.parse_records(text)) == text
+    assert jqlw.format_records(jql.parse_records(text)) == text
 
 
 @_FAST
@@ -630,10 +575,10 @@ def test_property_format_parse_is_identity(records: list[LogRecord]) -> None:
 def test_property_unfinished_final_transaction_is_dropped(
     ads: dict[str, Ad], tail: list[LogRecord], data: st.DataObject
 ) -> None:
-    text = jql.format_records(jql.records_for_ads(ads, timestamp=1))
-    text += jql.format_records([LogRecord(105), *tail])
+    text = jqlw.format_records(jqlw.records_for_ads(ads, timestamp=1))
+    text += jqlw.format_records([LogRecord(105), *tail])
     if data.draw(st.booleans(), label="torn"):  # plus a final line cut short by a crash
-        line = jql.format_record(data.draw(_SINGLE, label="torn record"))
+        line = jqlw.format_record(data.draw(_SINGLE, label="torn record"))
         text += line[: data.draw(st.integers(1, len(line)), label="cut")]
     assert jql.replay(jql.parse_records(text)) == ads
 
@@ -667,7 +612,7 @@ _GARBAGE = st.one_of(
 def test_property_garbage_lines_raise_with_their_line_number(
     ads: dict[str, Ad], garbage: str, data: st.DataObject
 ) -> None:
-    lines = jql.format_records(jql.records_for_ads(ads, timestamp=1)).split("\n")[:-1]
+    lines = jqlw.format_records(jqlw.records_for_ads(ads, timestamp=1)).split("\n")[:-1]
     at = data.draw(st.integers(0, len(lines)), label="position")
     lines.insert(at, garbage)
     text = "\n".join(lines) + "\n"
@@ -681,12 +626,12 @@ def test_property_garbage_lines_raise_with_their_line_number(
 def test_property_files_round_trip(ads: dict[str, Ad]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "job_queue.log")
-        jql.write_log(path, ads, timestamp=1)
+        jqlw.write_log(path, ads, timestamp=1)
         assert jql.read_log(path) == ads
         with open(path, "rb") as fh:
             data = fh.read()
         text = data.decode("utf-8", "surrogateescape")
-        assert jql.format_records(jql.read_records(path)) == text
+        assert jqlw.format_records(jql.read_records(path)) == text
 
 
 def _parsed(parse, *args):  # noqa: ANN001, ANN202 - the records, or the error's text
@@ -703,7 +648,7 @@ def test_property_a_file_read_in_pieces_parses_as_its_whole_text(
 ) -> None:
     """Records, torn tails and errors (with their line numbers) do not depend on where the
     pieces of a file end."""
-    text = jql.format_records(jql.records_for_ads(ads, timestamp=1))
+    text = jqlw.format_records(jqlw.records_for_ads(ads, timestamp=1))
     if data.draw(st.booleans(), label="garbage"):
         lines = text.split("\n")[:-1]
         lines.insert(data.draw(st.integers(0, len(lines)), label="at"), garbage)
@@ -727,8 +672,8 @@ def test_parse_file_stops_at_too_many_records() -> None:
 def test_property_a_log_written_in_chunks_is_the_same_text(
     ads: dict[str, Ad], chunk_ads: int
 ) -> None:
-    assert "".join(jql._log_chunks(ads, 1, 1, chunk_ads)) == jql.log_text(ads, 1, 1)
-    assert jql.log_text(ads, 1, 1) == jql.format_records(jql.records_for_ads(ads, 1, 1))
+    assert "".join(jqlw._log_chunks(ads, 1, 1, chunk_ads)) == jqlw.log_text(ads, 1, 1)
+    assert jqlw.log_text(ads, 1, 1) == jqlw.format_records(jqlw.records_for_ads(ads, 1, 1))
 
 
 @_FAST
@@ -804,10 +749,10 @@ def test_property_write_log_writes_what_records_for_ads_says(
 ) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "job_queue.log")
-        jql.write_log(path, ads, seq=seq, timestamp=stamp)
+        jqlw.write_log(path, ads, seq=seq, timestamp=stamp)
         with open(path, "rb") as fh:
             text = fh.read().decode("utf-8", "surrogateescape")
-    assert text == jql.format_records(jql.records_for_ads(ads, seq=seq, timestamp=stamp))
+    assert text == jqlw.format_records(jqlw.records_for_ads(ads, seq=seq, timestamp=stamp))
 
 
 def test_write_log_refuses_what_format_record_refuses(tmp_path: os.PathLike[str]) -> None:
@@ -818,5 +763,5 @@ def test_write_log_refuses_what_format_record_refuses(tmp_path: os.PathLike[str]
         ads["1.1"].attrs.update(good)
         ads["1.1"].attrs.update(attrs)  # names and values the first ad made known good
         with pytest.raises(JobQueueLogError, match="cannot write"):
-            jql.write_log(path, ads)
+            jqlw.write_log(path, ads)
     assert not os.path.exists(path)

@@ -20,8 +20,8 @@ from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
 from lumberjack.site import remote_pool
 from lumberjack.site.remote_pool import ExportLayout, PoolSettings
-from lumberjack.state import leases, lifecycle
-from lumberjack.state.ledger import Ledger
+from lumberjack.state import leases, plans, sync
+from lumberjack.state.ledger import Ledger, lease_key
 from lumberjack.state.phases import LeasePhase, Phase
 
 
@@ -39,7 +39,7 @@ def add_lease(ledger: Ledger, name: str = "calib", site: str = "testbed") -> Non
     request = build_request(find_profile(site))
     ledger.create_lease(name, site=site, info={
         "remote_dir": f"/home/hpcuser/lumberjack/lease-{name}",
-        "request": lifecycle.request_info(request),
+        "request": plans.request_info(request),
     })  # fmt: skip
 
 
@@ -68,7 +68,7 @@ def test_a_lease_record_moves_through_its_phases(ledger: Ledger) -> None:
     assert record.phase == LeasePhase.ENDED and record.info["rounds"] == 2
     assert json.loads(json.dumps(record.to_json()))["phase"] == "ended"
     # Each move is in the steps, under the lease's own key (never an export's name).
-    steps = [s["step"] for s in ledger.steps("lease:calib")]
+    steps = [s["step"] for s in ledger.steps(lease_key("calib"))]
     assert steps == ["phase:active", "phase:active", "phase:stopping", "phase:stopping",
                      "phase:ended"]  # fmt: skip
     assert ledger.list() == []
@@ -276,12 +276,12 @@ def test_a_joined_exports_plan_names_its_lease_and_binds_it(ledger: Ledger) -> N
     request = build_request(profile)
     ledger.create("run-1", site="testbed", bundle_dir=Path("/b"), remote_spool="/s",
                   owner="alice", clusters=[7], jobs=["7.0"],
-                  info={"remote_dir": EXPORT.root, "request": lifecycle.request_info(request),
+                  info={"remote_dir": EXPORT.root, "request": plans.request_info(request),
                         "lease": "calib", "lease_dir": LEASE.root})  # fmt: skip
-    plan = lifecycle.launch_plan(ledger.get("run-1"), profile, EXPORT)
+    plan = plans.launch_plan(ledger.get("run-1"), profile, EXPORT)
     assert plan["lease"] == LEASE.root
     assert plan["binds"] == [*profile.container.bind, LEASE.root]
-    lease_plan = lifecycle.pool_plan(request, profile, LEASE, f"lj-{LEASE.name}")
+    lease_plan = plans.pool_plan(request, profile, LEASE, f"lj-{LEASE.name}")
     assert "lease" not in lease_plan
     assert lease_plan["spec"]["name"] == "lj-lease-calib"
 
@@ -311,7 +311,7 @@ class LeaseSite(fake.FakeSite):
         return getattr(self, "_agent_" + command.replace("-", "_"))(root)
 
     def _agent_lease_start(self, root: str) -> dict:
-        plan = json.loads(self.connection.files[f"{root}/launch.json"])
+        plan = json.loads(self.connection.files[ExportLayout(root).launch_plan])
         started, self.lease_pool = not self.lease_pool, True
         submitted = []
         if not any(state in fake.ALIVE for state in self.pilots.values()):
@@ -380,9 +380,9 @@ def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
     record = ledger.get_lease("calib")
     assert record.phase == LeasePhase.ACTIVE and record.info["remote_dir"] == LEASE_DIR
     assert f"{LEASE_DIR}/agent.pyz" in site.connection.files
-    assert json.loads(site.connection.files[f"{LEASE_DIR}/launch.json"])["spec"]["name"] == (
-        "lj-lease-calib"
-    )
+    assert json.loads(site.connection.files[ExportLayout(LEASE_DIR).launch_plan])["spec"][
+        "name"
+    ] == ("lj-lease-calib")
     with pytest.raises(BadInput, match="a lease named 'calib' already exists"):
         create(ledger, site)
     ended = leases.shutdown(ledger, site, ledger.get_lease("calib"))
@@ -399,7 +399,7 @@ def test_sync_finishes_a_create_that_failed_half_way(ledger: Ledger) -> None:
     assert ledger.get_lease("calib").phase == LeasePhase.CREATING
     del site.agent_error["lease-start"]
     queue = Queue()  # nothing opted in
-    results = lifecycle.sync(ledger, sites={"testbed": site}, schedd=queue)
+    results = sync.sync(ledger, sites={"testbed": site}, schedd=queue)
     assert queue.asked == ['LumberjackLease == "calib"']
     assert [(r["lease"], r["steps"], r["phase"]) for r in results] == [
         ("calib", ["created"], "active")

@@ -13,7 +13,7 @@ import pytest
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
-from lumberjack.state import handback, lifecycle, phases
+from lumberjack.state import handback, lifecycle, phases, plans, steps, sync
 from lumberjack.state.ledger import Ledger
 
 
@@ -30,7 +30,7 @@ def make_record(ledger: Ledger, **info):
         remote_spool="/home/hpcuser/lumberjack/calib/spool", owner=site_bundle.BUNDLE_OWNER,
         clusters=[7], jobs=["7.0", "7.1"],
         info={"remote_dir": "/home/hpcuser/lumberjack/calib",
-              "request": lifecycle.request_info(request), **info},
+              "request": plans.request_info(request), **info},
     )  # fmt: skip
     ledger.set_phase("calib", "exported")
     return ledger.get("calib")
@@ -39,30 +39,30 @@ def make_record(ledger: Ledger, **info):
 def test_steps_refuse_the_wrong_phase(ledger: Ledger) -> None:
     record = make_record(ledger)
     with pytest.raises(BadInput, match="'calib' is exported; fetch needs phase launched"):
-        lifecycle.check_phase(record, "fetch")
-    lifecycle.check_phase(record, "ship")  # no error
+        steps.check_phase(record, "fetch")
+    steps.check_phase(record, "ship")  # no error
 
 
 def test_launch_plan_comes_from_the_recorded_request(ledger: Ledger) -> None:
     record = make_record(ledger)
     profile = find_profile("testbed")
-    plan = lifecycle.launch_plan(record, profile, lifecycle.layout_of(record))
+    plan = plans.launch_plan(record, profile, steps.layout_of(record))
     assert plan["image"] == profile.container.image
     assert plan["batch_system"] == "slurm"
     assert plan["pilots"] == 1
     assert plan["spec"]["nodes"] == 3 and plan["spec"]["cores_per_node"] == 2
     assert plan["spec"]["walltime_s"] == 1800
-    assert plan["token_lifetime_s"] == 1800 + lifecycle.PILOT_TOKEN_MARGIN_S
+    assert plan["token_lifetime_s"] == 1800 + plans.PILOT_TOKEN_MARGIN_S
     assert plan["spec"]["node_command"] == "/home/hpcuser/lumberjack/calib/pilots/node.sh"
 
 
 def test_launch_plan_carries_the_sites_policy_cap(ledger: Ledger) -> None:
     record = make_record(ledger)
     profile = find_profile("testbed")
-    layout = lifecycle.layout_of(record)
-    assert lifecycle.launch_plan(record, profile, layout)["max_running_jobs"] is None
+    layout = steps.layout_of(record)
+    assert plans.launch_plan(record, profile, layout)["max_running_jobs"] is None
     capped = replace(profile, schedd=profile.schedd.model_copy(update={"max_running_jobs": 5}))
-    assert lifecycle.launch_plan(record, capped, layout)["max_running_jobs"] == 5
+    assert plans.launch_plan(record, capped, layout)["max_running_jobs"] == 5
 
 
 def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> None:
@@ -71,8 +71,8 @@ def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> 
     record = make_record(ledger)
     profile = find_profile("testbed")
     capped = replace(profile, schedd=profile.schedd.model_copy(update={"max_running_jobs": 5}))
-    layout = lifecycle.layout_of(record)
-    plan = json.loads(json.dumps(lifecycle.launch_plan(record, capped, layout)))  # as shipped
+    layout = steps.layout_of(record)
+    plan = json.loads(json.dumps(plans.launch_plan(record, capped, layout)))  # as shipped
     settings = agent.settings_for(layout, {**plan, "address": "10.0.0.5", "port": 40123})
     assert "\nMAX_JOBS_RUNNING = 5\n" in remote_pool.pool_config(settings)
 
@@ -81,18 +81,18 @@ def test_launch_accepts_every_runtime_and_refuses_an_unusable_one_in_one_line(
     ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     record = make_record(ledger)
-    layout = lifecycle.layout_of(record)
+    layout = steps.layout_of(record)
     profile = find_profile("testbed")
     for runtime, image in (("singularity", "/i.sif"), ("podman-hpc", "lumberjack-site:1")):
         other = replace(profile, container=profile.container.model_copy(
             update={"runtime": runtime, "image": image}))  # fmt: skip
-        plan = lifecycle.launch_plan(record, other, layout)
+        plan = plans.launch_plan(record, other, layout)
         assert (plan["runtime"], plan["image"], plan["condor_release"]) == (runtime, image, None)
     # runtime "none" without a tarball to ship: refused before anything reaches the site
     bare = replace(profile, container=profile.container.model_copy(
         update={"runtime": "none", "image": None}))  # fmt: skip
     with pytest.raises(BadInput) as caught:
-        lifecycle.launch_plan(record, bare, layout)
+        plans.launch_plan(record, bare, layout)
     message = str(caught.value)
     assert message.startswith('site testbed runs HTCondor without a container (runtime "none")')
     assert "\n" not in message
@@ -100,9 +100,9 @@ def test_launch_accepts_every_runtime_and_refuses_an_unusable_one_in_one_line(
     monkeypatch.setenv("LUMBERJACK_TESTBED_DIR", str(tmp_path))
     shipped = find_profile("testbed-nocontainer")
     with pytest.raises(BadInput, match=r"condor_tarball .*htcondor-release.tar.gz is not a file"):
-        lifecycle.launch_plan(record, shipped, layout)
+        plans.launch_plan(record, shipped, layout)
     (tmp_path / "htcondor-release.tar.gz").write_bytes(b"release")
-    plan = lifecycle.launch_plan(record, shipped, layout)
+    plan = plans.launch_plan(record, shipped, layout)
     digest = hashlib.sha256(b"release").hexdigest()
     assert plan["runtime"] == "none" and plan["image"] is None
     assert plan["condor_release"] == {
@@ -121,13 +121,13 @@ def test_allocation_placement_refuses_more_than_one_pilot(ledger: Ledger) -> Non
         remote_spool="/home/hpcuser/lumberjack/two/spool", owner=site_bundle.BUNDLE_OWNER,
         clusters=[7], jobs=["7.0"],
         info={"remote_dir": "/home/hpcuser/lumberjack/two",
-              "request": lifecycle.request_info(request)},
+              "request": plans.request_info(request)},
     )  # fmt: skip
     record = ledger.get("two")
     with pytest.raises(BadInput, match=r"^--pilots 2: site testbed-alloc runs the schedd inside"):
-        lifecycle.launch_plan(record, profile, lifecycle.layout_of(record))
+        plans.launch_plan(record, profile, steps.layout_of(record))
     one = make_record(ledger)  # testbed: the same request with the schedd on the login node
-    plan = lifecycle.launch_plan(one, profile, lifecycle.layout_of(one))
+    plan = plans.launch_plan(one, profile, steps.layout_of(one))
     assert plan["placement"] == "allocation" and plan["pilots"] == 1
 
 
@@ -135,21 +135,21 @@ def test_an_offline_export_has_no_site(ledger: Ledger) -> None:
     ledger.create("offline", site=None, bundle_dir=Path("/b"), remote_spool="/s",
                   owner=site_bundle.BUNDLE_OWNER, clusters=[1], jobs=["1.0"])  # fmt: skip
     with pytest.raises(BadInput, match="offline bundle"):
-        lifecycle.site_for(ledger.get("offline"))
+        steps.site_for(ledger.get("offline"))
 
 
 def test_pilot_rounds_are_bounded(ledger: Ledger) -> None:
-    record = make_record(ledger, pilot_rounds=lifecycle.MAX_PILOT_ROUNDS)
+    record = make_record(ledger, pilot_rounds=sync.MAX_PILOT_ROUNDS)
     # No site is touched: the limit is checked first (site=None would fail otherwise).
     with pytest.raises(LumberjackError, match="rounds of pilots ended with jobs still idle"):
-        lifecycle.relaunch(ledger, None, record)  # type: ignore[arg-type]
-    assert ledger.get("calib").info["pilot_rounds"] == lifecycle.MAX_PILOT_ROUNDS
+        sync.relaunch(ledger, None, record)  # type: ignore[arg-type]
+    assert ledger.get("calib").info["pilot_rounds"] == sync.MAX_PILOT_ROUNDS
 
 
 def test_sync_dry_run_changes_nothing(ledger: Ledger, monkeypatch) -> None:
     make_record(ledger)
     monkeypatch.setenv("LUMBERJACK_STATE_DIR", str(ledger.directory))
-    results = lifecycle.sync(ledger, dry_run=True)
+    results = sync.sync(ledger, dry_run=True)
     assert results == [{"name": "calib", "phase": "exported", "would": "advance"}]
     assert ledger.get("calib").phase == "exported"
 
@@ -175,7 +175,7 @@ def at_site(ledger: Ledger, tmp_path: Path):  # -> (record, FakeSite, FakeSchedd
         "calib", site="testbed", bundle_dir=bundle, remote_spool="/home/hpcuser/lj/calib/spool",
         owner=site_bundle.BUNDLE_OWNER, clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
         info={"remote_dir": "/home/hpcuser/lj/calib",
-              "request": lifecycle.request_info(
+              "request": plans.request_info(
                   build_request(find_profile("testbed"), nodes=3, cores=2, walltime="30m"))},
     )  # fmt: skip
     ledger.move("calib", "export")
@@ -191,7 +191,7 @@ def phase_changes(ledger: Ledger, name: str = "calib") -> list[str]:
 
 
 def sync_once(ledger: Ledger, site, schedd) -> dict:
-    results = lifecycle.sync(ledger, schedd=schedd, open_site=lambda record: site)
+    results = sync.sync(ledger, schedd=schedd, open_site=lambda record: site)
     assert len(results) <= 1, results
     return results[0] if results else {}
 
@@ -229,7 +229,7 @@ def test_sync_takes_an_export_home_one_table_step_at_a_time(ledger: Ledger, at_s
     }
     assert not site.pool_running
     # imported: sync has nothing more to do
-    assert lifecycle.sync(ledger, schedd=schedd, open_site=lambda r: site) == []
+    assert sync.sync(ledger, schedd=schedd, open_site=lambda r: site) == []
 
 
 def test_each_step_can_be_repeated(ledger: Ledger, at_site) -> None:
@@ -284,7 +284,7 @@ def test_a_crash_half_way_through_export_is_rolled_back_to_failed(
     entry = sync_once(ledger, None, schedd)
     assert entry["phase"] == "failed" and entry["steps"][0].startswith("recovered")
     assert schedd.unexported == [[9]] and not bundle.exists()
-    assert lifecycle.sync(ledger, schedd=schedd) == []  # failed waits for a person
+    assert sync.sync(ledger, schedd=schedd) == []  # failed waits for a person
 
 
 def test_pilots_are_resubmitted_a_bounded_number_of_rounds(ledger: Ledger, at_site) -> None:
@@ -292,7 +292,7 @@ def test_pilots_are_resubmitted_a_bounded_number_of_rounds(ledger: Ledger, at_si
     sync_once(ledger, site, schedd)
     site.start("7.0")
     assert sync_once(ledger, site, schedd)["phase"] == "running"
-    for round_ in range(2, lifecycle.MAX_PILOT_ROUNDS + 1):
+    for round_ in range(2, sync.MAX_PILOT_ROUNDS + 1):
         site.pilots_end()  # walltime: the running job goes back to idle
         entry = sync_once(ledger, site, schedd)
         assert entry == {"name": "calib", "phase": "running", "steps": ["launch"]}
@@ -301,7 +301,7 @@ def test_pilots_are_resubmitted_a_bounded_number_of_rounds(ledger: Ledger, at_si
     site.pilots_end()
     entry = sync_once(ledger, site, schedd)
     assert "rounds of pilots ended with jobs still idle" in entry["error"]
-    assert entry["phase"] == "running" and site.launches == lifecycle.MAX_PILOT_ROUNDS
+    assert entry["phase"] == "running" and site.launches == sync.MAX_PILOT_ROUNDS
     # a person takes them home: fetch and import, the unfinished jobs idle again
     lifecycle.fetch(ledger, site, ledger.get("calib"))
     report = lifecycle.import_results(ledger, schedd, ledger.get("calib"))
@@ -348,7 +348,7 @@ def test_sync_asks_the_site_once_for_every_export_waiting_there(
         ledger.set_phase(name, "launched")
         site.connection.files[f"/home/hpcuser/lj/{name}/agent.pyz"] = b"shipped"
     site.connection.commands.clear()
-    results = lifecycle.sync(ledger, schedd=schedd, open_site=lambda r: site)
+    results = sync.sync(ledger, schedd=schedd, open_site=lambda r: site)
     assert [(r["name"], r["phase"], r["steps"]) for r in results] == [
         (name, "launched", []) for name in ("calib", "calib2", "calib3")
     ]
@@ -359,14 +359,14 @@ def test_sync_asks_the_site_once_for_every_export_waiting_there(
     ]  # fmt: skip
     # an answer left unused (the export was busy) is not kept for the next round
     with ledger.lock("calib2"):
-        busy = lifecycle.sync(ledger, schedd=schedd, sites={"testbed": site})
+        busy = sync.sync(ledger, schedd=schedd, sites={"testbed": site})
     assert busy[1]["steps"] == ["busy: skipped"] and site.statuses
-    lifecycle.sync(ledger, schedd=schedd, sites={"testbed": site}, names=("calib",))
+    sync.sync(ledger, schedd=schedd, sites={"testbed": site}, names=("calib",))
     assert site.statuses == {}
     # a status the one call did not answer is asked for on its own
     site.agent_error["status"] = "the queue cannot be read"
     site.connection.commands.clear()
-    results = lifecycle.sync(ledger, schedd=schedd, open_site=lambda r: site)
+    results = sync.sync(ledger, schedd=schedd, open_site=lambda r: site)
     assert [r.get("error") for r in results] == ["site agent status: the queue cannot be read"] * 3
     assert len([c for c in site.connection.commands if c.startswith("python3 ")]) == 4
 

@@ -20,7 +20,7 @@ from lumberjack.cli import cli
 from lumberjack.errors import LoginNeeded
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
-from lumberjack.state import lifecycle
+from lumberjack.state import plans, steps, sync
 from lumberjack.state.ledger import Ledger
 from lumberjack.transport import carrier_for, login
 from lumberjack.transport.fabric_carrier import FabricCarrier
@@ -87,7 +87,7 @@ def add_launched(ledger: Ledger, name: str, site: str) -> None:
         remote_spool=f"/home/hpcuser/lumberjack/{name}/spool", owner="alice",
         clusters=[7], jobs=["7.0"],
         info={"remote_dir": f"/home/hpcuser/lumberjack/{name}",
-              "request": lifecycle.request_info(request)},
+              "request": plans.request_info(request)},
     )  # fmt: skip
     for step in ("export", "export", "ship", "launch"):
         ledger.move(name, step)
@@ -102,9 +102,9 @@ def test_sync_opens_one_connection_per_site() -> None:
 
     def open_site(record):
         opened.append(record.name)
-        return lifecycle.site_for(record, hold=False)
+        return steps.site_for(record, hold=False)
 
-    results = lifecycle.sync(ledger, open_site=open_site)
+    results = sync.sync(ledger, open_site=open_site)
     assert opened == ["a", "d"]
     assert [(r["name"], r["exit_code"]) for r in results] == [
         ("a", 5), ("b", 5), ("c", 5), ("d", 5),

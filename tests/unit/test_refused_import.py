@@ -20,7 +20,7 @@ from lumberjack.core import jobqueuelog as jql
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
-from lumberjack.state import handback, lifecycle, phases
+from lumberjack.state import handback, lifecycle, phases, plans
 from lumberjack.state.ledger import Ledger
 
 
@@ -54,7 +54,7 @@ def launched(ledger: Ledger, tmp_path: Path, queue=site_bundle.queue_ads):  # ->
     ledger.create(
         "calib", site="testbed", bundle_dir=bundle, remote_spool=f"{ROOT}/spool",
         owner=site_bundle.BUNDLE_OWNER, clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
-        info={"remote_dir": ROOT, "request": lifecycle.request_info(
+        info={"remote_dir": ROOT, "request": plans.request_info(
             build_request(find_profile("testbed"), nodes=3, cores=2, walltime="30m"))},
     )  # fmt: skip
     ledger.move("calib", "export")

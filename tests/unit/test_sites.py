@@ -2,27 +2,36 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from importlib import resources
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import lumberjack.profiles
+from lumberjack.cli import cli
 from lumberjack.errors import BadInput
 from lumberjack.profiles.sites import (
+    check_not_retired,
     find_profile,
     list_profiles,
     load_profile,
+    load_profiles,
     profile_dirs,
     profile_files,
     shipped_profile_dir,
 )
+from lumberjack.state import leases
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "site-profiles"
 PACKAGED = Path(lumberjack.profiles.__file__).parent / "site-profiles"
-REAL_SITES = ["perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta"]
+REAL_SITES = [
+    "perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta",
+    "aurora", "stampede3",
+]  # fmt: skip
 TESTBED_SITES = [
     "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
 ]  # fmt: skip
@@ -310,24 +319,82 @@ def test_local_paths_expand_and_resolve_against_the_profile(tmp_path, monkeypatc
 def test_profile_dirs_order(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
     dirs = profile_dirs()
-    assert dirs[0] == PACKAGED
     assert SHIPPED.resolve() == PACKAGED.resolve()  # the checkout's site-profiles/ links to it
-    assert dirs[1:] == [
+    assert dirs == [
         tmp_path / "a",
         tmp_path / "b",
         tmp_path / "home" / ".config" / "condor-lumberjack" / "sites",
+        PACKAGED,
     ]
 
 
-def test_later_directories_override_and_add(tmp_path, monkeypatch):
+def test_first_directory_wins_as_the_readme_says(tmp_path, monkeypatch):
+    """$LUMBERJACK_SITE_PROFILES (in its order), then ~/.config/..., then the shipped ones."""
     user_dir = tmp_path / "home" / ".config" / "condor-lumberjack" / "sites"
-    write_profile(user_dir, "perlmutter", text=MINIMAL)
-    write_profile(tmp_path / "extra", "mysite")
-    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
+    write_profile(user_dir, "perlmutter", text=MINIMAL.replace("Example HPC", "user copy"))
+    write_profile(user_dir, "polaris", text=MINIMAL.replace("Example HPC", "user polaris"))
+    write_profile(tmp_path / "a", "perlmutter", text=MINIMAL.replace("Example HPC", "env a"))
+    write_profile(tmp_path / "b", "perlmutter", text=MINIMAL.replace("Example HPC", "env b"))
+    write_profile(tmp_path / "b", "mysite")
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
     files = profile_files()
-    assert files["perlmutter"] == user_dir / "perlmutter.toml"
-    assert files["mysite"] == tmp_path / "extra" / "mysite.toml"
-    assert find_profile("perlmutter").system == "Example HPC"
+    assert files["perlmutter"] == tmp_path / "a" / "perlmutter.toml"
+    assert files["polaris"] == user_dir / "polaris.toml"
+    assert files["mysite"] == tmp_path / "b" / "mysite.toml"
+    assert files["frontier"] == PACKAGED / "frontier.toml"
+    assert find_profile("perlmutter").system == "env a"
+    assert find_profile("polaris").system == "user polaris"
+    for doc in (SHIPPED / "README.md", REPO / "README.md"):
+        text = " ".join(doc.read_text().split())
+        assert "`$LUMBERJACK_SITE_PROFILES` (each directory in the order given" in text, doc
+
+
+def test_a_broken_profile_is_reported_and_skipped(tmp_path, monkeypatch):
+    write_profile(tmp_path / "extra", "mysite")
+    (tmp_path / "extra" / "broken.toml").write_text("[site\nname = 1\n")
+    write_profile(tmp_path / "extra", "wrongkey", text=MINIMAL + "colour = 1\n")
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
+    loaded, broken = load_profiles()
+    names = [profile.name for profile in loaded]
+    assert names == sorted([*TESTBED_SITES, *REAL_SITES, "mysite"])
+    assert [line.split(":")[0] for line in broken] == [
+        "skipped extra/broken.toml",  # shown relative to the current directory
+        "skipped extra/wrongkey.toml",
+    ]
+    assert "not valid TOML" in broken[0]
+    assert [p.name for p in list_profiles()] == names
+    with pytest.raises(BadInput, match="broken.toml: not valid TOML"):
+        find_profile("broken")  # naming it still says what is wrong
+
+
+def test_sites_list_names_a_broken_profile_and_lists_the_rest(tmp_path, monkeypatch):
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "broken.toml").write_text("not toml at all [")
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
+    result = CliRunner().invoke(cli, ["sites", "list"])
+    assert result.exit_code == 0, result.output
+    assert "skipped " in result.stderr and "broken.toml: not valid TOML" in result.stderr
+    assert "perlmutter" in result.stdout and "polaris" in result.stdout
+
+
+def test_a_retired_site_is_refused_with_its_successor():
+    theta = find_profile("theta")
+    assert theta.retired and theta.successor == "polaris"
+    with pytest.raises(BadInput) as info:
+        check_not_retired(theta)
+    assert str(info.value) == (
+        'site theta (ALCF Theta (retired)) is retired; use its successor "polaris"'
+    )
+    assert info.value.exit_code == 2
+    check_not_retired(find_profile("polaris"))  # a live site passes
+    with pytest.raises(BadInput, match="is retired"):
+        leases.check_site(theta)  # lease create and export --lease
+    result = CliRunner().invoke(cli, ["sites", "show", "theta"])
+    assert "[RETIRED; use polaris]" in result.stdout
+    # export names it before any schedd is asked (none runs in the unit tests)
+    result = CliRunner().invoke(cli, ["export", "--ids", "1", "--site", "theta", "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"].endswith('is retired; use its successor "polaris"')
 
 
 def test_unknown_site_names_the_known_ones():
@@ -335,9 +402,9 @@ def test_unknown_site_names_the_known_ones():
         find_profile("perlmuter")
     message = str(info.value)
     assert message.startswith(
-        "unknown site 'perlmuter'; known sites: anvil, bridges2, delta, expanse, frontier, "
-        "perlmutter, polaris, testbed, testbed-alloc, testbed-mfa, testbed-mfa-nosharing, "
-        "testbed-nocontainer, theta"
+        "unknown site 'perlmuter'; known sites: anvil, aurora, bridges2, delta, expanse, "
+        "frontier, perlmutter, polaris, stampede3, testbed, testbed-alloc, testbed-mfa, "
+        "testbed-mfa-nosharing, testbed-nocontainer, theta"
     )
     assert message.endswith('did you mean "perlmutter"?')
 
@@ -453,13 +520,29 @@ def test_real_sites_login_and_placement():
         "delta": ("mfa", True, "login", "apptainer"),
         "bridges2": ("key", True, "login", "singularity"),
         "theta": ("mfa", True, "login", "singularity"),
+        "aurora": ("mfa", True, "allocation", "apptainer"),
+        "stampede3": ("mfa", True, "allocation", "apptainer"),
     }
     assert find_profile("polaris").schedd.max_running_jobs == 64  # 128 login-node tasks
     assert find_profile("testbed").auth == "key"
-    assert all(find_profile(name).checked == "2026-11-23" for name in REAL_SITES)
+    checked = {name: find_profile(name).checked for name in REAL_SITES}
+    assert {name for name, date in checked.items() if date == "2026-11-25"} == {
+        "aurora", "stampede3", "anvil", "expanse", "polaris", "bridges2",
+    }  # fmt: skip
+    assert set(checked.values()) == {"2026-11-23", "2026-11-25"}
 
 
 def test_real_sites_limits_fixed_from_the_docs():
+    expanse = find_profile("expanse")  # SDSC: --mem=249208M / 377308M, partitions table
+    assert expanse.queue("compute").memory_per_node_mb == 243 * 1024
+    assert expanse.queue("gpu").memory_per_node_mb == 368 * 1024
+    assert expanse.queue("gpu-shared").gpus_per_node == 3  # "fewer than 4 GPUs"
+    assert expanse.queue("shared").cores_per_node == 127  # "fewer than 128 cores"
+    assert find_profile("aurora").queue("debug").memory_per_node_mb == 960 * 1024
+    anvil = find_profile("anvil")  # RCAC: sfeatures 257400 MB / 515400 MB, 12 GPUs a user
+    assert anvil.queue("wholenode").memory_per_node_mb == 251 * 1024
+    assert (anvil.queue("gpu").memory_per_node_mb, anvil.queue("gpu").max_nodes) == (503 * 1024, 3)
+    assert find_profile("stampede3").batch.memory_request is False
     assert find_profile("frontier").queue("batch-large").max_nodes == 9472
     delta = find_profile("delta")
     assert delta.queue("cpu-interactive").max_walltime_s == 30 * 60
@@ -468,3 +551,49 @@ def test_real_sites_limits_fixed_from_the_docs():
     theta = find_profile("theta")
     assert max(q.max_nodes for q in theta.queues) == 4100
     assert {q.batch_queue for q in theta.queues if q.name.startswith("default")} == {"default"}
+
+
+def test_aurora_jobs_name_their_filesystems_project_and_modules():
+    aurora = find_profile("aurora")
+    assert (aurora.batch_system, aurora.auth, aurora.allocation_required) == ("pbs", "mfa", True)
+    assert "#PBS -l filesystems=home:flare" in aurora.batch.extra_directives
+    assert aurora.batch.setup[0] == "module use /soft/modulefiles"
+    assert [q.name for q in aurora.queues if q.batch_queue == "prod"] == [
+        "prod-small", "prod-medium", "prod-large",
+    ]  # fmt: skip
+    assert aurora.checked == "2026-11-25"
+
+
+def test_stampede3_pilots_ask_for_no_memory():
+    from lumberjack.profiles.request import build_request, pilot_spec
+    from lumberjack.site.batch import get_batch_system
+
+    scripts = {}
+    for name in ("stampede3", "frontier"):
+        profile = find_profile(name)
+        spec = pilot_spec(
+            build_request(profile, allocation="proj1"), profile, name="lj-p0",
+            node_command="run-startd", retire_command="retire", output_dir="/o", env={},
+        )  # fmt: skip
+        scripts[name] = get_batch_system(profile.batch_system).render_pilot_script(spec)
+    assert "#SBATCH --exclusive" in scripts["stampede3"]
+    assert "#SBATCH --mem" not in scripts["stampede3"]
+    assert "#SBATCH --mem=0" in scripts["frontier"]  # other whole-node sites keep it
+
+
+def test_launch_refuses_a_retired_site_before_touching_it(tmp_path):
+    """`launch` (and so `sync`) at a site retired since the export: one line, exit 2,
+    before any command reaches the site (the stand-in site has no connection)."""
+    from types import SimpleNamespace
+
+    from lumberjack.state import lifecycle
+    from lumberjack.state.ledger import ExportRecord
+    from lumberjack.state.phases import Phase
+
+    record = ExportRecord(
+        name="calib", site="theta", phase=Phase.SHIPPED, created=0.0, updated=0.0,
+        bundle_dir=tmp_path, remote_spool="/x/spool", owner=None, clusters=[1], jobs=["1.0"],
+    )  # fmt: skip
+    site = SimpleNamespace(profile=find_profile("theta"))  # no .conn: touching it would fail
+    with pytest.raises(BadInput, match='is retired; use its successor "polaris"'):
+        lifecycle.launch(ledger=None, site=site, record=record)

@@ -32,18 +32,25 @@ def test_list_text():
     result = run("sites", "list")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["NAME", "SYSTEM", "BATCH", "QUEUES", "LOGIN", "HOST"]
+    assert lines[0].split() == ["NAME", "SYSTEM", "BATCH", "QUEUES"]
     perlmutter = next(line for line in lines if line.startswith("perlmutter"))
     assert "NERSC Perlmutter" in perlmutter
-    assert "regular-cpu*" in perlmutter
-    assert perlmutter.rstrip().endswith("perlmutter.nersc.gov")
+    assert perlmutter.rstrip().endswith("regular-cpu* +3")
     assert any(line.startswith("theta ") and "cobalt" in line for line in lines)
+    assert max(len(line) for line in lines) <= 100
+
+
+def test_list_wide_names_every_queue():
+    lines = run("sites", "list", "--wide").output.splitlines()
+    perlmutter = next(line for line in lines if line.startswith("perlmutter"))
+    assert "regular-cpu*, debug-cpu, regular-gpu, debug-gpu" in perlmutter
+    assert perlmutter.rstrip().endswith("perlmutter.nersc.gov")
 
 
 def test_list_json():
     result = run("sites", "list", "--json")
     assert result.exit_code == 0
-    data = json.loads(result.output)
+    data = json.loads(result.output)["sites"]
     names = [site["name"] for site in data]
     assert "testbed" in names and "polaris" in names
     polaris = next(site for site in data if site["name"] == "polaris")

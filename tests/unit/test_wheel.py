@@ -1,9 +1,15 @@
 """The wheel, built as a release is (sdist, then the wheel from the sdist), holds the whole
 package: every module, the site profiles, and every file the site side ships in agent.pyz
-(templates included), so a non-editable install knows every site and builds the agent."""
+(templates included), so a non-editable install knows every site and builds the agent.
+Its metadata declares every third-party module the package imports, the licence and
+py.typed, and a copy with no git history gets the fallback version."""
 
 from __future__ import annotations
 
+import ast
+import email.message
+import email.parser
+import importlib.metadata
 import shutil
 import subprocess
 import sys
@@ -11,6 +17,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 import lumberjack
 from lumberjack.ap.agent_zipapp import SHIPPED_PACKAGES
@@ -29,11 +40,11 @@ def package_files(under: Path = PACKAGE) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A fresh copy of what the build reads: a checkout's *.egg-info would add its old
     # file list to the sdist and hide a missing package-data pattern.
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
     shutil.copytree(PACKAGE, source / "lumberjack", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("dist")
@@ -45,8 +56,80 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     (sdist,) = out.glob("*.tar.gz")  # the wheel is built from it
     (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel_names(wheel: Path) -> set[str]:
     with zipfile.ZipFile(wheel) as archive:
         return set(archive.namelist())
+
+
+@pytest.fixture(scope="module")
+def metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.parser.Parser().parsestr(archive.read(name).decode())
+
+
+def third_party_imports() -> set[str]:
+    """Top-level modules that lumberjack/ imports from outside itself and the stdlib."""
+    found: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {name for name in found if name not in sys.stdlib_module_names} - {"lumberjack"}
+
+
+def _distribution(requirement: str) -> str:
+    name = requirement.split(";")[0]
+    for stop in "<>=!~[ ":
+        name = name.split(stop)[0]
+    return name.strip().lower().replace("_", "-")
+
+
+def test_every_imported_module_is_a_declared_dependency(metadata) -> None:
+    declared = {_distribution(r) for r in metadata.get_all("Requires-Dist") or []
+                if "extra ==" not in r}  # fmt: skip
+    modules = third_party_imports()
+    assert {"paramiko", "htcondor2", "pydantic"} <= modules  # the scan sees real imports
+    owners = importlib.metadata.packages_distributions()
+    undeclared = {
+        module: owners.get(module)
+        for module in modules
+        # a module not installed here (tomli on Python >= 3.11) is its distribution's name
+        if not {_distribution(d) for d in owners.get(module, [module])} & declared
+    }
+    assert undeclared == {}
+
+
+def test_the_wheel_has_the_licence_py_typed_and_python_range(wheel_names, metadata) -> None:
+    assert "lumberjack/py.typed" in wheel_names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in wheel_names)
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert "Version 2.0, January 2004" in (REPO / "LICENSE").read_text()
+    assert metadata["Requires-Python"] == ">=3.9"
+    minors = sorted(
+        int(c.rsplit(".", 1)[1]) for c in metadata.get_all("Classifier")
+        if c.startswith("Programming Language :: Python :: 3.")
+    )  # fmt: skip
+    assert minors == [9, 10, 11, 12, 13]
+
+
+def test_a_copy_with_no_git_history_builds_with_the_fallback_version(metadata) -> None:
+    with open(REPO / "pyproject.toml", "rb") as fh:
+        fallback = tomllib.load(fh)["tool"]["setuptools_scm"]["fallback_version"]
+    assert metadata["Version"] == fallback
+
+
+def test_the_installed_version_comes_from_the_build() -> None:
+    from packaging.version import Version
+
+    assert lumberjack.__version__ != "0+unknown"  # the build wrote lumberjack/_version.py
+    assert str(Version(lumberjack.__version__)) == lumberjack.__version__
 
 
 def test_the_wheel_holds_every_site_profile(wheel_names: set[str]) -> None:

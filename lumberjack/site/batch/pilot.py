@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from lumberjack.core.shell_safe import DIRECTIVE_WORD
+from lumberjack.core.shell_safe import CHUNK_RESOURCE, DIRECTIVE_WORD
 
 
 class PilotState(str, Enum):
@@ -35,6 +35,12 @@ class PilotState(str, Enum):
         return self.value
 
 
+#: A pilot in one of these may still start or run jobs: no new pilot beside it. Unknown
+#: counts (a word no module knows is no proof the pilot ended). A tuple, not a set: the
+#: words in a status answer ("queued") equal the states but do not hash like them.
+ALIVE = (PilotState.QUEUED, PilotState.RUNNING, PilotState.FINISHING, PilotState.UNKNOWN)
+
+
 class PilotStatus(NamedTuple):
     """One pilot's state plus the batch system's own words for it (for reports)."""
 
@@ -46,7 +52,6 @@ class PilotStatus(NamedTuple):
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@=,:~-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CHUNK_RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:+-]+$")
 
 
 @dataclass
@@ -56,7 +61,7 @@ class PilotSpec:
     name: str  # job name: a letter, then letters, digits, "_", "." or "-" (max 63)
     nodes: int
     cores_per_node: int
-    memory_per_node_mb: int  # 0: do not ask for memory (the site's default)
+    memory_per_node_mb: int  # 0: ask for no memory (the site's default; --mem=0 left out)
     gpus_per_node: int
     walltime_s: int
     node_command: str  # starts the startd on ONE node and blocks until it exits
@@ -115,5 +120,5 @@ class PilotSpec:
             if "\n" in line or not line.startswith("#"):
                 raise ValueError(f"extra directive {line!r} must be one line starting with '#'")
         for item in self.chunk_resources:
-            if not _CHUNK_RESOURCE.match(item):
+            if not CHUNK_RESOURCE.match(item):
                 raise ValueError(f"chunk resource {item!r} must look like name=value")

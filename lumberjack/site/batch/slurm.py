@@ -76,7 +76,9 @@ class Slurm(BatchSystem):
             f"{d} --cpus-per-task={spec.cores_per_node}",
         ]
         if spec.whole_node:
-            lines += [f"{d} --exclusive", f"{d} --mem=0"]
+            lines.append(f"{d} --exclusive")
+            if spec.memory_per_node_mb:  # 0: the site refuses --mem (see PilotSpec)
+                lines.append(f"{d} --mem=0")
         elif spec.memory_per_node_mb:
             lines.append(f"{d} --mem={spec.memory_per_node_mb}M")
         if spec.gpus_per_node:

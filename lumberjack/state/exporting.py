@@ -1,0 +1,80 @@
+"""The export step, for the ledger: record the export, let the local schedd export the
+jobs, write the bundle (ap/export.py), and on any failure give the jobs back (`rollback`,
+also what `sync` does for an export a crash left in phase "exporting")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lumberjack.ap import as_user
+from lumberjack.ap import bundle as bundle_mod
+from lumberjack.ap.export import Plan, ProgressCallback, prepare_owned_dir, write_bundle_json
+from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.core.crashpoints import crash_point
+from lumberjack.errors import LumberjackError
+from lumberjack.state.ledger import Ledger
+
+
+def run_export(
+    schedd: LocalSchedd,
+    ledger: Ledger,
+    plan: Plan,
+    jobs: list[dict],
+    *,
+    site: str | None,
+    info: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> dict[str, int]:
+    """Export for real: ledger first, then the schedd, then the bundle. The bundle's
+    file count and bytes."""
+    with ledger.lock(plan.name):
+        ledger.create(
+            plan.name,
+            site=site,
+            bundle_dir=plan.bundle_dir,
+            remote_spool=plan.remote_spool,
+            owner=plan.owner,
+            clusters=plan.clusters,
+            jobs=plan.jobs,
+            info=info,
+        )
+        native_dir = plan.bundle_dir / bundle_mod.NATIVE
+        prepare_owned_dir(plan.bundle_dir, plan.owner)
+        prepare_owned_dir(native_dir, plan.owner)
+        ledger.move(plan.name, "export")
+        try:
+            crash_point("export.before-schedd")
+            result = schedd.export_jobs(plan.clusters, native_dir, plan.remote_spool)
+            crash_point("export.after-schedd")
+            if result.total_job_ads != len(plan.jobs):
+                raise LumberjackError(
+                    f"the schedd exported {result.total_job_ads} jobs, expected {len(plan.jobs)}; "
+                    "rolled back"
+                )
+            local_iwds = {f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs}
+            # Written as the owner: its inputs are read, and the bundle made, as the owner.
+            args = {"plan": plan.to_json(), "native_log": str(result.log),
+                    "local_iwds": local_iwds, "site": site}  # fmt: skip
+            written = as_user.call_as(plan.owner, write_bundle_json, args, progress)
+            # Import refuses a manifest (and so a path map) changed after this point.
+            ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
+                plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip
+            crash_point("export.after-manifest")
+        except BaseException as exc:
+            rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
+            raise
+        ledger.move(plan.name, "export")
+        return written
+
+
+def rollback(
+    schedd: LocalSchedd, ledger: Ledger, name: str, clusters: list[int], reason: str
+) -> None:
+    """Give the jobs back to the local schedd after a failed export."""
+    try:
+        schedd.unexport(clusters)
+    except LumberjackError as exc:
+        if "No clusters to unexport" not in str(exc):
+            ledger.step(name, "rollback", "failed", str(exc))
+            raise
+    ledger.move(name, "rollback", message=f"rolled back: {reason}")

@@ -1,0 +1,130 @@
+"""The plan a remote pool and its pilots are launched by (launch.json, an export's or a
+lease's): the resource request as recorded in the ledger, checked against the site's
+profile, turned into what the site agent runs.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import asdict
+from typing import Any
+
+from lumberjack.ap import bundle as bundle_mod
+from lumberjack.errors import BadInput
+from lumberjack.profiles.request import ResourceRequest, pilot_spec
+from lumberjack.profiles.sites import SiteProfile
+from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.site.runtime import RUNTIMES, release_names
+from lumberjack.state.ledger import ExportRecord
+
+#: How long a pilot token stays valid beyond the walltime (not days: a token taken from a
+#: node is worth little for long); a pilot still queued gets a fresh one (site/pilot_token).
+PILOT_TOKEN_MARGIN_S = 15 * 60
+
+
+def request_info(request: ResourceRequest) -> dict[str, Any]:
+    data = asdict(request)
+    data["origins"] = [list(pair) for pair in request.origins]
+    return data
+
+
+def request_of(info: dict[str, Any]) -> ResourceRequest:
+    """The resource request an export's (or lease's) info holds (see request_info)."""
+    data = dict(info["request"])
+    data["origins"] = tuple(tuple(pair) for pair in data.get("origins", ()))
+    return ResourceRequest(**data)
+
+
+def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> dict:
+    """launch.json: what the agent needs to start the pool and the pilots. A joined
+    export's names its lease's directory (bound into its container: the schedd reads
+    the lease's signing key there); its pilots are the lease's."""
+    plan = pool_plan(request_of(record.info), profile, layout, f"lj-{record.name}")
+    lease_dir = record.info.get("lease_dir")
+    if lease_dir:
+        plan["lease"] = lease_dir
+        plan["binds"] = [*plan["binds"], lease_dir]
+    return plan
+
+
+def pool_plan(
+    request: ResourceRequest, profile: SiteProfile, layout: ExportLayout, name: str
+) -> dict:
+    """The plan of a remote pool and its pilots (an export's, or a lease's)."""
+    check_runtime(profile)
+    check_pilots(request, profile)
+    spec = pilot_spec(
+        request,
+        profile,
+        name=name[:63],
+        node_command=layout.node_script,
+        retire_command="true",
+        output_dir=posixpath.join(layout.pilots, "out"),
+    )
+    release = condor_release(profile, layout)
+    queue = profile.queue(request.queue)
+    return {
+        "runtime": profile.container.runtime,
+        "image": profile.container.image,
+        "binds": list(profile.container.bind),
+        "condor_release": (
+            {key: release[key] for key in ("sha256", "tarball", "dir")} if release else None
+        ),
+        "batch_system": profile.batch_system,
+        "pilots": request.pilots,
+        "spec": asdict(spec),
+        "address": profile.schedd.address,
+        "port": profile.schedd.port,
+        "token_lifetime_s": request.walltime_s + PILOT_TOKEN_MARGIN_S,
+        "idle_shutdown_s": request.idle_shutdown_s,
+        "max_running_jobs": profile.schedd.max_running_jobs,
+        "placement": profile.schedd.placement,
+        "gpus": {
+            "vendor": queue.gpu_vendor,
+            "model": queue.gpu_model,
+            "simulate": queue.simulate_gpus,
+        },
+    }
+
+
+def check_runtime(profile: SiteProfile) -> None:
+    """BadInput, in one line, for a container runtime the agent cannot use: better than
+    a launch that fails obscurely at the site."""
+    runtime = profile.container.runtime
+    if runtime not in RUNTIMES:  # the agent's own registry
+        raise BadInput(
+            f"runtime {runtime} is not supported; site {profile.name} needs one of "
+            f"{', '.join(RUNTIMES)} ([container] runtime in its profile)"
+        )
+    if runtime == "none" and profile.container.condor_tarball is None:
+        raise BadInput(
+            f'site {profile.name} runs HTCondor without a container (runtime "none") but '
+            "names no [container] condor_tarball to ship; add one to its profile"
+        )
+    if runtime != "none" and not profile.container.image:
+        raise BadInput(f"site {profile.name} names no [container] image for {runtime}")
+    profile.condor_tarball_path()  # BadInput if set and missing
+
+
+def check_pilots(request: ResourceRequest, profile: SiteProfile) -> None:
+    """With the schedd inside the allocation the first pilot holds the queue: two pilots
+    at once would run two schedds on one queue (a job could run twice), so more nodes
+    go into the one pilot instead."""
+    if request.pilots > 1 and profile.schedd.placement == "allocation":
+        raise BadInput(
+            f"--pilots {request.pilots}: site {profile.name} runs the schedd inside the "
+            'allocation ([schedd] placement = "allocation"), where one pilot at a time '
+            "holds the queue; export again with --pilots 1 (--nodes sets its size)"
+        )
+
+
+def condor_release(profile: SiteProfile, layout: ExportLayout) -> dict[str, str] | None:
+    """Runtime "none": the profile's HTCondor tarball (path on this machine, sha256) and
+    where it goes at the site: one copy per site, under <base_dir>/htcondor/ (base_dir
+    as the site expanded it: the export directory's parent)."""
+    local = profile.condor_tarball_path()
+    if local is None:
+        return None
+    sha256 = bundle_mod.sha256_file(local)
+    tarball, directory = release_names(posixpath.dirname(layout.root), sha256)
+    return {"local": str(local), "sha256": sha256, "tarball": tarball, "dir": directory}
