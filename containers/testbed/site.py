@@ -8,7 +8,8 @@ background and then becomes `sleep infinity`):
 - munged (as the rootfs's `munge` account; its socket under the site's state dir so
   that short `run_in_rootfs` commands reach it too);
 - slurmctld and three slurmd (`slurmd -N c1..c3`: three nodes on one host, each with
-  its own port), partition `debug`;
+  its own port), partition `debug`; a fourth, `g1`, with 4 cores and 2 GPUs whose
+  device files are stand-ins (HTCondor's discovery simulates the GPUs), partition `gpu`;
 - sshd on 10.251.0.2:2222, key-only, for the SITE account `hpcuser` (uid 4343), whose
   home is the bind-mounted `site/home/hpcuser`;
 - two more sshd that model MFA sites: the key AND a one-time code (TOTP through PAM's
@@ -30,6 +31,7 @@ import os
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -51,6 +53,15 @@ SITE_USER = "hpcuser"
 SITE_UID = 4343
 NODES = ("c1", "c2", "c3")
 PARTITION = "debug"
+# The GPU node: more cores than this machine has (slurmd takes the config's word for it)
+# and two GPUs whose device files are stand-ins (this machine has no GPU); HTCondor's GPU
+# discovery simulates them (the testbed profile's "gpu" queue).
+GPU_NODES = ("g1",)
+GPU_PARTITION = "gpu"
+GPU_NODE_CPUS = 4
+GPU_NODE_MEMORY_MB = 4096
+GPUS_PER_NODE = 2
+ALL_NODES = NODES + GPU_NODES
 
 
 class Site:
@@ -247,7 +258,7 @@ class Site:
                 idle = [
                     line for line in result.stdout.splitlines() if line.split()[-1:] == ["idle"]
                 ]
-                if len(idle) == len(NODES):
+                if len(idle) == len(ALL_NODES):
                     return
             time.sleep(0.3)
         raise RuntimeError(
@@ -260,7 +271,7 @@ class Site:
     def write_configs(self, rootfs: Path) -> None:
         root = self.root
         # Every `up` is a fresh cluster: no jobs or node states from an earlier run.
-        for sub in ("state", "run", *(f"spool-{node}" for node in NODES)):
+        for sub in ("state", "run", *(f"spool-{node}" for node in ALL_NODES)):
             shutil.rmtree(self.slurm_dir / sub, ignore_errors=True)
         for sub in (
             root,
@@ -273,7 +284,7 @@ class Site:
         ):
             sub.mkdir(parents=True, exist_ok=True)
             os.chmod(sub, 0o755)
-        for node in NODES:
+        for node in ALL_NODES:
             (self.slurm_dir / f"spool-{node}").mkdir(exist_ok=True)
         self._write_munge(rootfs)
         self._write_keys(rootfs)
@@ -332,6 +343,8 @@ class Site:
         s = self.slurm_dir
         ports = f"{6818}-{6818 + len(NODES) - 1}"
         nodes = f"c[1-{len(NODES)}]"
+        gpu_nodes = ",".join(GPU_NODES)
+        gpu_ports = f"{6818 + len(NODES)}-{6818 + len(ALL_NODES) - 1}"
         self.slurm_conf.write_text(
             f"""# testbed site: login host "{HOSTNAME}" runs slurmctld and {len(NODES)} slurmd
 ClusterName=lj-site
@@ -365,18 +378,37 @@ KillWait=5
 MailProg=/bin/true
 InactiveLimit=0
 SlurmdTimeout=60
+GresTypes=gpu
+# g1 declares more CPUs than the host has: take the config's word for every node.
+SlurmdParameters=config_overrides
 NodeName={nodes} NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 \
  Port=[{ports}] State=UNKNOWN
+NodeName={gpu_nodes} NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 CPUs={GPU_NODE_CPUS} \
+ RealMemory={GPU_NODE_MEMORY_MB} Gres=gpu:{GPUS_PER_NODE} Port=[{gpu_ports}] State=UNKNOWN
 PartitionName={PARTITION} Nodes={nodes} Default=YES MaxTime=01:00:00 State=UP
+PartitionName={GPU_PARTITION} Nodes={gpu_nodes} MaxTime=01:00:00 State=UP
 """
         )
+        # Slurm ignores a GPU without a device file, and this machine has none: each
+        # "GPU" is a character device with /dev/null's numbers (opening it is harmless).
+        devices = s / "dev"
+        devices.mkdir(exist_ok=True)
+        gres = []
+        for node in GPU_NODES:
+            for index in range(GPUS_PER_NODE):
+                device = devices / f"{node}-gpu{index}"
+                if not device.exists():
+                    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            files = f"{devices}/{node}-gpu[0-{GPUS_PER_NODE - 1}]"
+            gres.append(f"NodeName={node} Name=gpu File={files}\n")
+        (s / "etc" / "gres.conf").write_text("".join(gres))
         (s / "etc" / "cgroup.conf").write_text(
             "CgroupPlugin=cgroup/v1\nConstrainCores=no\nConstrainRAMSpace=no\n"
         )
         # Only the site uses Slurm: the rootfs's default paths point at the site's files.
         etc = rootfs / "etc" / "slurm"
         etc.mkdir(exist_ok=True)
-        for name in ("slurm.conf", "cgroup.conf"):
+        for name in ("slurm.conf", "cgroup.conf", "gres.conf"):
             link = etc / name
             if link.is_symlink() or link.exists():
                 link.unlink()
@@ -438,7 +470,7 @@ AuthenticationMethods publickey,keyboard-interactive:pam
         m = self.munge_dir
         node_lines = "\n".join(
             f"/usr/sbin/slurmd -D -N {node} >>{q(str(s / 'log' / f'slurmd-{node}.out'))} 2>&1 &"
-            for node in NODES
+            for node in ALL_NODES
         )
         mfa_lines = "\n".join(
             f"/usr/sbin/sshd -D -f {q(str(self.ssh_dir / f'sshd_config_{port}'))} "
@@ -498,8 +530,8 @@ def remove_network() -> None:
 
 
 def remove_cgroups() -> None:
-    """Remove the (empty) cgroup v1 directories proctrack/cgroup made for c1..c3."""
-    for node in NODES:
+    """Remove the (empty) cgroup v1 directories proctrack/cgroup made for the nodes."""
+    for node in ALL_NODES:
         for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"):
             for path in sorted(top.rglob("*"), key=lambda p: -len(p.parts)) + [top]:
                 if path.is_dir():

@@ -44,6 +44,7 @@ from lumberjack.core.units import (
 )
 from lumberjack.errors import BadInput
 from lumberjack.site.batch import SYSTEMS
+from lumberjack.site.gpus import GPU_VENDORS, SIMULATED_MODELS
 
 # "podman-hpc" (NERSC) and "none" (HTCondor from a release tarball) are accepted so that
 # profiles can say what the centre documents; see site-profiles/README.md for what runs.
@@ -61,6 +62,8 @@ _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _BIND = re.compile(r"^[A-Za-z0-9_./${}~@:+,=-]+$")
 _URI = re.compile(r"^(docker|oras|library|shub|https?)://[^\s'\"`;|&<>]+$")
 _OCI_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(:[A-Za-z0-9_.-]+)?(@sha256:[0-9a-f]{64})?$")
+_GPU_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()/+-]*$")
+_CHUNK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:+-]+$")
 _ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _REMOTE_RULE = (
     "is not a path at the site (it starts with /, ~ or $VAR and holds letters, digits "
@@ -191,6 +194,8 @@ Scratch = _matching(REMOTE_PATH, _REMOTE_RULE, '"$SCRATCH"')
 Allocation = _matching(DIRECTIVE_WORD, "is not a project name", '"m1234"')
 BatchSystemName = _choice(lambda: tuple(SYSTEMS), '"slurm"')
 Runtime = _choice(lambda: RUNTIMES, '"apptainer"')
+GpuVendor = _choice(lambda: GPU_VENDORS, '"nvidia"')
+GpuModel = _matching(_GPU_MODEL, "is not a GPU model name", '"A100-SXM4-40GB"')
 Placement = _choice(lambda: PLACEMENTS, '"login"')
 AuthMode = _choice(lambda: AUTH_MODES, '"key"')
 Walltime = Annotated[int, BeforeValidator(_hhmmss), Field(examples=['"48:00:00"'])]
@@ -369,6 +374,10 @@ class Queue(_Table):
     cores_per_node: Annotated[StrictInt, Field(ge=1)]
     memory_per_node_mb: Memory = Field(alias="memory_per_node")
     gpus_per_node: Annotated[StrictInt, Field(ge=0)] = 0
+    gpu_vendor: Optional[GpuVendor] = None  # picks the runtime's device passthrough
+    gpu_model: Optional[GpuModel] = None
+    # Test sites only: HTCondor's GPU discovery simulates this queue's GPUs (gpus.py).
+    simulate_gpus: StrictBool = False
     # A node's local disk for job sandboxes, where known: jobs asking for more are
     # refused before export (unset: RequestDisk is not checked).
     disk_per_node_mb: Optional[Memory] = Field(None, alias="disk_per_node")
@@ -395,6 +404,23 @@ class Queue(_Table):
     def _nodes_in_order(self) -> Queue:
         if self.min_nodes > self.max_nodes:
             raise problem(f"is above max_nodes ({self.max_nodes}); lower it", key=("min_nodes",))
+        return self
+
+    @model_validator(mode="after")
+    def _gpus_described(self) -> Queue:
+        has = self.gpus_per_node > 0
+        for key, example in (("gpu_vendor", '"nvidia"'), ("gpu_model", '"A100-SXM4-40GB"')):
+            if has and getattr(self, key) is None:
+                raise problem(f"a queue with GPUs needs {key}; add e.g. {key} = {example}",
+                              show=False)  # fmt: skip
+            if not has and getattr(self, key) is not None:
+                raise problem("is only for queues with gpus_per_node > 0; remove it", key=(key,))
+        simulable = self.gpu_vendor == "nvidia" and self.gpu_model in SIMULATED_MODELS
+        if self.simulate_gpus and not (has and simulable):
+            models = ", ".join(json.dumps(model) for model in SIMULATED_MODELS)
+            why = f"a gpu_model HTCondor simulates: {models}" if has else "gpus_per_node > 0"
+            raise problem(f'needs gpu_vendor = "nvidia" and {why}', key=("simulate_gpus",),
+                          show=False)  # fmt: skip
         return self
 
 

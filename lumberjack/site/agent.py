@@ -53,7 +53,7 @@ from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
-from lumberjack.site import gather_logs, pilot_token, remote_pool
+from lumberjack.site import gather_logs, gpus, pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.batch.pilot import ALIVE
@@ -553,6 +553,7 @@ def settings_for(layout: ExportLayout, launch: dict) -> PoolSettings:
         release=(launch.get("condor_release") or {}).get("dir", ""),
         idle_shutdown_s=int(launch.get("idle_shutdown_s", 300)),
         max_running_jobs=launch.get("max_running_jobs"),
+        **gpus.pool_settings(launch),
     )
 
 

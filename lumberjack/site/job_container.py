@@ -85,11 +85,27 @@ def _image_lines(image: str, spool: str | None) -> tuple[str, str]:
     return expr, start
 
 
-def job_container_lines(runtime_name: str, image: str, spool: str | None = None) -> str:
+def gpu_job_lines(vendor: str) -> str:
+    """What a job that was assigned GPUs gets in its container, by vendor. HTCondor's
+    starter adds `--nv` itself to such a job's Apptainer when the discovery saw an NVIDIA
+    driver (the slot's GPUs_NvidiaDriver), and `--rocm` when it saw ROCm (GPUs_Rocm) or
+    SINGULARITY_ADD_ROCM_FLAG is set; Intel GPUs need /dev/dri bound, decided from the
+    slot's own AssignedGPUs (MY.), never from the job ad. Jobs without GPUs get nothing."""
+    if vendor == "amd":
+        return "SINGULARITY_ADD_ROCM_FLAG = TRUE"
+    if vendor == "intel":
+        return 'SINGULARITY_BIND_EXPR = ifThenElse(isUndefined(MY.AssignedGPUs), "", "/dev/dri")'
+    return ""
+
+
+def job_container_lines(
+    runtime_name: str, image: str, spool: str | None = None, gpu_vendor: str = ""
+) -> str:
     """Config lines of a pilot's startd: every job in its own nested container of the
     site image, or of its own image when export shipped it to `spool` (the export's
     remote SPOOL; None for pilots that serve several exports, which then run no job
-    image). Nothing for a runtime that cannot nest."""
+    image); `gpu_vendor`: the devices a GPU job's container gets. Nothing for a runtime
+    that cannot nest."""
     if not isolates(runtime_name):
         return (
             f"# Runtime {runtime_name}: jobs run beside the startd, as the site account, with\n"
@@ -114,4 +130,5 @@ SINGULARITY_USE_PID_NAMESPACES = TRUE
 # condor_submit asks for HasSIF in every container_image job.
 HasSIF = True
 STARTD_ATTRS = $(STARTD_ATTRS) HasSIF
-START = ($(START)) && {JOB_GUARD} && {image_start}"""
+START = ($(START)) && {JOB_GUARD} && {image_start}
+{gpu_job_lines(gpu_vendor)}""".rstrip()

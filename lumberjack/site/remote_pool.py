@@ -28,6 +28,7 @@ from pathlib import PurePosixPath
 
 from lumberjack.core.slot_ad import PILOT_ATTR, RETIRE_ATTR, RETIRE_START
 from lumberjack.site.batch import BatchSystem
+from lumberjack.site.gpus import passthrough_args, startd_gpu_lines
 from lumberjack.site.job_container import job_container_lines
 from lumberjack.site.runtime import SYSTEM_RELEASE_LINES, ContainerRuntime, get_runtime
 
@@ -130,12 +131,16 @@ class PoolSettings:
     runtime_name: str = "apptainer"  # [container] runtime (see runtime.py)
     release: str = ""  # runtime "none": the unpacked HTCondor release at the site
     domain: str = ""  # a joined export's: its lease's trust domain (see joined_schedd_config)
+    gpus: int = 0  # GPUs per node the pilots ask for (see gpus.py)
+    gpu_vendor: str = ""  # the queue's gpu_vendor: nvidia, amd or intel
+    gpu_model: str = ""  # the queue's gpu_model
+    simulate_gpus: bool = False  # test sites only: HTCondor's discovery simulates them
 
     @property
     def runtime(self) -> ContainerRuntime:
         return get_runtime(
             self.runtime_name, self.layout.root, image=self.image, binds=self.binds,
-            release=self.release,
+            release=self.release, devices=passthrough_args(self.gpu_vendor, self.gpus),
         )  # fmt: skip
 
     @property
@@ -255,6 +260,9 @@ def pilot_config(settings: PoolSettings) -> str:
     LJ_NODE_DIR, LJ_CPUS, LJ_MEMORY_MB, LJ_PILOT_ID and LJ_RETIRE_TIME (epoch seconds
     after which the startd accepts no new job).
     """
+    containers = job_container_lines(
+        settings.runtime_name, settings.image, _job_images_spool(settings), settings.gpu_vendor
+    )
     return f"""# condor_lumberjack pilot startd for export {settings.layout.name}
 {settings.runtime.release_lines()}
 ETC = {settings.layout.pilots}
@@ -301,7 +309,8 @@ PREEMPT = FALSE
 KILL = FALSE
 WANT_SUSPEND = FALSE
 WANT_VACATE = FALSE
-{job_container_lines(settings.runtime_name, settings.image, _job_images_spool(settings))}
+{startd_gpu_lines(settings.gpus, settings.gpu_vendor, settings.gpu_model, settings.simulate_gpus)}
+{containers}
 # Idle: no claim for this long and the startd (and so the pilot) ends.
 STARTD_NOCLAIM_SHUTDOWN = {settings.idle_shutdown_s}
 RUNBENCHMARKS = 0

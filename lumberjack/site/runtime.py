@@ -64,6 +64,7 @@ class ContainerRuntime:
     image: str = ""  # the site image (a SIF path, or an OCI image name for podman-hpc)
     binds: tuple[str, ...] = ()  # extra binds from the profile, "SRC[:DST[:OPTS]]"
     release: str = ""  # the unpacked HTCondor release (runtime "none")
+    devices: tuple[str, ...] = ()  # arguments that pass the node's GPUs through (gpus.py)
 
     @property
     def pool_name(self) -> str:
@@ -179,8 +180,9 @@ class Apptainer(ContainerRuntime):
         # The image too, read-only: the startd runs each job in a nested container of it.
         binds = [*_binds_of(self), f"{self.image}:{self.image}:ro"]
         bind_args = [f"--bind {shlex.quote(b)}" for b in binds]
+        devices = [shlex.quote(arg) for arg in self.devices]
         return [
-            self.BINARY, "-s", "exec", *bind_args, shlex.quote(self.image),
+            self.BINARY, "-s", "exec", *bind_args, *devices, shlex.quote(self.image),
             "env", f"CONDOR_CONFIG={shlex.quote(config)}",
         ]  # fmt: skip
 
@@ -261,7 +263,9 @@ class PodmanHPC(ContainerRuntime):
         return volumes
 
     def _run_options(self) -> list[str]:
-        return ["--net", "host", "--userns", "keep-id", *self._volumes()]
+        # podman-hpc's own --gpu (NERSC's GPU module) stands for any vendor's flag.
+        gpu = ["--gpu"] if self.devices else []
+        return ["--net", "host", "--userns", "keep-id", *gpu, *self._volumes()]
 
     def prefix(self, config: str) -> list[str]:
         words = [self.BINARY, "run", "--rm", *self._run_options(), self.image,
@@ -341,14 +345,21 @@ RUNTIMES: dict[str, type[ContainerRuntime]] = {
 
 
 def get_runtime(
-    name: str, root: str, *, image: str = "", binds: tuple[str, ...] = (), release: str = ""
+    name: str,
+    root: str,
+    *,
+    image: str = "",
+    binds: tuple[str, ...] = (),
+    release: str = "",
+    devices: tuple[str, ...] = (),
 ) -> ContainerRuntime:
-    """The runtime called `name` for the export directory `root`."""
+    """The runtime called `name` for the export directory `root`; `devices`: arguments
+    that pass GPUs through to the startd's container (Apptainer, Singularity)."""
     try:
         cls = RUNTIMES[name]
     except KeyError:
         raise ValueError(f"unknown container runtime {name!r}") from None
-    return cls(root=root, image=image, binds=tuple(binds), release=release)
+    return cls(root=root, image=image, binds=tuple(binds), release=release, devices=tuple(devices))
 
 
 # ---- the shipped HTCondor release (runtime "none") --------------------------------------

@@ -62,6 +62,7 @@ def pool_plan(
         output_dir=posixpath.join(layout.pilots, "out"),
     )
     release = condor_release(profile, layout)
+    queue = profile.queue(request.queue)
     return {
         "runtime": profile.container.runtime,
         "image": profile.container.image,
@@ -78,6 +79,11 @@ def pool_plan(
         "idle_shutdown_s": request.idle_shutdown_s,
         "max_running_jobs": profile.schedd.max_running_jobs,
         "placement": profile.schedd.placement,
+        "gpus": {
+            "vendor": queue.gpu_vendor,
+            "model": queue.gpu_model,
+            "simulate": queue.simulate_gpus,
+        },
     }
 
 

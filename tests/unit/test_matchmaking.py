@@ -88,7 +88,9 @@ CASES = {
     ),
     "gpus": (
         {"RequestGPUs": 1}, {},
-        "cluster 3: RequestGPUs 1 > 0 GPUs per slot: site testbed has no GPUs; lower request_gpus",
+        # the testbed's default queue has none; its "gpu" queue has (node g1)
+        "cluster 3: RequestGPUs 1 > 0 GPUs per slot, more than a node of queue debug has: "
+        "use --queue gpu --gpus 1",
     ),
     "disk": (
         {"RequestDisk": 20 * 1024 * 1024}, {},

@@ -203,11 +203,11 @@ def test_minimum_nodes():
     ("kwargs", "expected"),
     [
         ({"cores": 3}, '--cores 3 exceeds queue "debug" of site "testbed" (max 2 cores per node); '
-                       "use --cores 2"),
+                       "use --cores 2 or --queue gpu"),
         ({"memory": "3GB"}, '--memory 3GB exceeds queue "debug" of site "testbed" '
-                            "(max 2GB per node); use --memory 2GB"),
+                            "(max 2GB per node); use --memory 2GB or --queue gpu"),
         ({"gpus": 1}, '--gpus 1 exceeds queue "debug" of site "testbed" (it has no GPUs); '
-                      "use --gpus 0"),
+                      "use --queue gpu"),
         ({"walltime": "2h"}, '--walltime 02:00:00 exceeds queue "debug" of site "testbed" '
                              "(max 01:00:00); use --walltime 01:00:00"),
         ({"walltime": "soon"}, '--walltime soon is not a duration; write e.g. "02:00:00", '
@@ -217,7 +217,8 @@ def test_minimum_nodes():
         ({"cores": 0}, "--cores 0 must be a whole number of 1 or more"),
         ({"gpus": -1}, "--gpus -1 must be a whole number of 0 or more"),
         ({"walltime": "0"}, "--walltime 0 must be longer than 0"),
-        ({"queue": "gpu"}, '--queue gpu: site "testbed" has no such queue; use one of debug'),
+        ({"queue": "bigmem"}, '--queue bigmem: site "testbed" has no such queue; '
+                            "use one of debug, gpu"),
         ({"allocation": "m1; rm"}, "--allocation 'm1; rm' has characters a batch directive "
                                    "cannot hold; use the project name as the centre spells it "
                                    "(e.g. m1234)"),

@@ -123,8 +123,9 @@ def test_testbed_profile():
     assert p.container.image == "/home/hpcuser/lumberjack/image/lumberjack-site.sif"
     assert p.known_hosts == "${LUMBERJACK_TESTBED_DIR}/site/known_hosts"
     assert p.identity_file == "${LUMBERJACK_TESTBED_DIR}/site/id_ed25519"
-    (queue,) = p.queues
+    queue, gpu = p.queues  # the GPU queue: see test_gpus.py
     assert (queue.name, queue.max_nodes, queue.cores_per_node) == ("debug", 3, 2)
+    assert (gpu.name, gpu.max_nodes, gpu.cores_per_node, gpu.gpus_per_node) == ("gpu", 1, 4, 2)
     assert (queue.memory_per_node_mb, queue.max_walltime_s) == (2048, 3600)
     assert p.default_queue is queue
 
