@@ -112,6 +112,24 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()) or "(no message)"
 
 
+def selection_options(func: F) -> F:
+    """The jobs a command takes: -c/--constraint (-jobconstraint), --ids (-ids) and ids
+    as arguments, in the spellings of the prototype too."""
+    for option in reversed((
+        click.option(
+            "-c", "--constraint", "-jobconstraint", "constraint", metavar="EXPR",
+            help="ClassAd constraint selecting the jobs (whole clusters).",
+        ),
+        click.option(
+            "--ids", "-ids", "ids", multiple=True, metavar="ID",
+            help="Job ids: CLUSTER or CLUSTER.PROC; repeat or give several.",
+        ),
+        click.argument("more_ids", nargs=-1, metavar="[ID...]"),
+    )):  # fmt: skip
+        func = option(func)
+    return func
+
+
 def json_option(func: F) -> F:
     """Add --json: print one JSON object on stdout instead of text."""
 

@@ -15,7 +15,7 @@ from lumberjack.ap.identity import acting_as, owner_of_path
 from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
-from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.common import emit, json_option, plural, selection_options
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import check_request, request_options
 from lumberjack.errors import BadInput, LumberjackError
@@ -39,23 +39,7 @@ def skip_unmatched_option(func: Any) -> Any:
 
 
 @cli.command("export")
-@click.option(
-    "-c",
-    "--constraint",
-    "-jobconstraint",
-    "constraint",
-    metavar="EXPR",
-    help="ClassAd constraint selecting the jobs (whole clusters).",
-)
-@click.option(
-    "--ids",
-    "-ids",
-    "ids",
-    multiple=True,
-    metavar="ID",
-    help="Job ids: CLUSTER or CLUSTER.PROC; repeat or give several.",
-)
-@click.argument("more_ids", nargs=-1, metavar="[ID...]")
+@selection_options
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @click.option("--site", help="Site profile the jobs go to (see `sites list`).")
 @click.option(

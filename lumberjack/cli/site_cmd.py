@@ -11,7 +11,7 @@ import click
 
 from lumberjack.ap.names import check_name
 from lumberjack.cli import cli, synclog
-from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.common import emit, json_option, plural, selection_options
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import Duration, check_request, request_options
 from lumberjack.core.units import format_walltime
@@ -333,18 +333,7 @@ def _sync_round(
 
 
 @cli.command("run")
-@click.option(
-    "-c",
-    "--constraint",
-    "-jobconstraint",
-    "constraint",
-    metavar="EXPR",
-    help="ClassAd constraint (whole clusters).",
-)
-@click.option(
-    "--ids", "-ids", "ids", multiple=True, metavar="ID", help="Job ids: CLUSTER or CLUSTER.PROC."
-)  # fmt: skip
-@click.argument("more_ids", nargs=-1, metavar="[ID...]")
+@selection_options
 @click.option("--site", help="Site profile the jobs go to (or --lease).")
 @click.option("--lease", metavar="NAME", help="Join lease NAME: its site, collector, pilots.")
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
