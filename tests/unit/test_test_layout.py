@@ -1,0 +1,15 @@
+"""The test tree itself: `make test` collects tests/ in one pytest run, which imports each
+test module by its file name (no packages), so two test files of one name in different
+folders stop the whole run at collection."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def test_every_test_module_has_a_name_of_its_own() -> None:
+    names = Counter(path.name for path in TESTS.rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
