@@ -112,10 +112,6 @@ def export_command(
         site = leases.site_to_join(ledger, lease, site, request_flags)
     if (out is None) == (site is None):
         raise BadInput("give either --site SITE, or --out DIR for an offline bundle")
-    if site is not None:  # a retired site is refused before the schedd is asked anything
-        from lumberjack.profiles.sites import check_not_retired, find_profile
-
-        check_not_retired(find_profile(site))
     name = name or export_mod.default_name(site, taken=lambda n: ledger.find(n) is not None)
     if ledger.find(name):
         raise BadInput(f"an export named {name!r} already exists; choose another --name")
