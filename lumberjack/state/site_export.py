@@ -88,10 +88,7 @@ def prepare(
     def request_for(ads: list[Any], runtimes: list[int]) -> ResourceRequest:
         if lease is not None:
             return plans.request_of(lease_record.info)
-        flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
-        return build_request(
-            profile, job_runtimes_s=runtimes, job_needs=matchmaking.needs_of(ads), **flags
-        )
+        return _request_following_jobs(profile, request_flags, ads, runtimes)
 
     request, analysis, kept = _match(schedd, jobs, profile, site, request_for, skip_unmatched)
     if kept is not None:
@@ -121,6 +118,36 @@ def prepare(
             **lease_info,
         },  # fmt: skip
         report=report_lines(request, profile) + matchmaking.report_lines(analysis),
+    )
+
+
+def check_selection(
+    schedd: LocalSchedd,
+    selection: export_mod.Selection,
+    site: str,
+    request_flags: dict[str, object],
+) -> tuple[ResourceRequest, matchmaking.Analysis]:
+    """The request that follows the selected jobs and their matchmaking at `site`, as
+    `prepare` makes them, for `sites check`; nothing changes and no site is asked.
+    Raises matchmaking.Unmatched (a BadInput) when a cluster can never run there."""
+    profile = find_profile(site)
+    check_not_retired(profile)
+    jobs = export_mod.select_jobs(schedd, selection)
+
+    def request_for(ads: list[Any], runtimes: list[int]) -> ResourceRequest:
+        return _request_following_jobs(profile, request_flags, ads, runtimes)
+
+    request, analysis, _ = _match(schedd, jobs, profile, site, request_for, False)
+    return request, analysis
+
+
+def _request_following_jobs(
+    profile: SiteProfile, request_flags: dict[str, object], ads: list[Any], runtimes: list[int]
+) -> ResourceRequest:
+    """The flags' request; what they leave out grows to the largest of the jobs."""
+    flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
+    return build_request(
+        profile, job_runtimes_s=runtimes, job_needs=matchmaking.needs_of(ads), **flags
     )
 
 
