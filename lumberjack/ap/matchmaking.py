@@ -30,7 +30,8 @@ from lumberjack.core.slot_ad import (
 )
 from lumberjack.core.units import format_memory
 from lumberjack.errors import BadInput
-from lumberjack.profiles.model import Queue, SiteProfile
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.queue_tables import Queue
 from lumberjack.profiles.request import JobNeeds, Need, ResourceRequest
 from lumberjack.site.job_container import JOB_GUARD, isolates
 

@@ -43,7 +43,8 @@ from typing import Any, NamedTuple, Union
 from lumberjack.core.shell_safe import DIRECTIVE_WORD
 from lumberjack.core.units import format_memory, format_walltime, parse_memory, parse_walltime
 from lumberjack.errors import BadInput
-from lumberjack.profiles.model import Queue, SiteProfile
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.queue_tables import Queue
 from lumberjack.site.batch import PilotSpec
 
 #: What a person may ask for: build_request's keyword names, and the flags of every
