@@ -32,9 +32,13 @@ def _one_step(
     dry_run: bool,
     step: Callable[[Ledger, steps.Site, ExportRecord], dict[str, Any]],
     describe: str,
+    shared_account: bool = False,
 ) -> None:
-    """The shape every single-step command shares: checks, lock, one connection."""
+    """The shape every single-step command shares: checks, lock, one connection.
+    `shared_account` (--shared-account) is remembered for this and every later step."""
     ledger = Ledger()
+    if shared_account and not dry_run:
+        ledger.update_info(name, shared_account=True)
     record = ledger.get(name)
     steps.check_phase(record, describe)
     if dry_run:
@@ -89,9 +93,7 @@ def ship_command(name: str, shared_account: bool, dry_run: bool, as_json: bool) 
     Example:
       condor_lumberjack ship calib
     """
-    if shared_account and not dry_run:
-        Ledger().update_info(name, shared_account=True)
-    _one_step(name, as_json, dry_run, lifecycle.ship, "ship")
+    _one_step(name, as_json, dry_run, lifecycle.ship, "ship", shared_account)
 
 
 @cli.command("launch")
@@ -109,9 +111,7 @@ def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool
     Example:
       condor_lumberjack launch calib
     """
-    if shared_account and not dry_run:
-        Ledger().update_info(name, shared_account=True)
-    _one_step(name, as_json, dry_run, lifecycle.launch, "launch")
+    _one_step(name, as_json, dry_run, lifecycle.launch, "launch", shared_account)
 
 
 @cli.command("status")

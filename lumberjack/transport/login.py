@@ -84,13 +84,8 @@ def ssh_options(profile: SiteProfile) -> list[str]:
         "-o", "UpdateHostKeys=no",
         "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
     ]  # fmt: skip
-    identity = profile.identity_file_path()
+    identity = hostkeys.identity_file(profile)
     if identity is not None:
-        if not identity.is_file():
-            raise BadInput(
-                f"site {profile.name}: identity_file {identity} does not exist; "
-                "fix [site].identity_file in its profile"
-            )
         options += ["-i", str(identity), "-o", "IdentitiesOnly=yes"]
     if profile.user:
         options += ["-l", profile.user]
