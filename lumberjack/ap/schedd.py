@@ -63,13 +63,7 @@ class LocalSchedd:
             raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
 
     def query(self, constraint: str, projection: Iterable[str] = JOB_PROJECTION) -> list[JobAd]:
-        try:
-            ads = self._schedd.query(constraint=constraint, projection=list(projection))
-        except Exception as exc:
-            raise BadInput(
-                f"the schedd rejected constraint {constraint!r}: {_one_line(exc)}"
-            ) from exc
-        return [ad_to_dict(ad) for ad in ads]
+        return [ad_to_dict(ad) for ad in self.query_ads(constraint, projection)]
 
     def query_ads(self, constraint: str, projection: Iterable[str]) -> list[Any]:
         """The jobs' ads as the bindings give them (classad2.ClassAd), for matchmaking."""

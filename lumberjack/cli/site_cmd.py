@@ -9,11 +9,10 @@ from typing import Any, Callable
 
 import click
 
-from lumberjack.ap.names import check_name
 from lumberjack.cli import cli, synclog
 from lumberjack.cli.common import emit, json_option, plural, selection_options
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import Duration, check_request, request_options
+from lumberjack.cli.request_options import Duration, request_options
 from lumberjack.core.units import format_walltime
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
 from lumberjack.state import lifecycle, phases, steps, sync
@@ -380,18 +379,12 @@ def run_command(
     """
     from lumberjack.ap import export as export_mod
     from lumberjack.ap.schedd import LocalSchedd
-    from lumberjack.cli.export_cmd import site_export_answer
+    from lumberjack.cli.export_cmd import checked_selection, site_export_answer
     from lumberjack.errors import BadInput
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import leases, site_export
 
-    all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
-    selection = export_mod.Selection(constraint, all_ids)
-    selection.check()  # the input first: no schedd or site is asked about a typo
-    if name is not None:
-        check_name(name)
-    if site is not None:
-        check_request(site, lease, **request_flags)
+    selection = checked_selection(constraint, ids + more_ids, name, site, lease, request_flags)
     ledger = Ledger()
     if lease is not None:
         site = leases.site_to_join(ledger, lease, site, request_flags)
