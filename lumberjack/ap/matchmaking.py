@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lumberjack.core.classad_text import unquote_string
 from lumberjack.core.slot_ad import (
     RETIRE_START,
     SITE_IMAGE,
@@ -419,7 +420,12 @@ def slot_summary(slot: dict[str, str]) -> str:
 
 
 def _unquoted(slot: dict[str, str], name: str) -> str:
-    return slot.get(name, "unknown").strip('"')
+    """A string attribute of the slot ad as its value (the expression text otherwise)."""
+    text = slot.get(name)
+    if text is None:
+        return "unknown"
+    value = unquote_string(text)
+    return text if value is None else value
 
 
 def report_lines(analysis: Analysis) -> list[str]:

@@ -50,7 +50,8 @@ from lumberjack.ap.job_attrs import (
     USER_LOG,
     X509_PROXY,
 )
-from lumberjack.ap.path_text import norm_abs, shown
+from lumberjack.ap.message_text import shown
+from lumberjack.ap.path_text import norm_abs
 from lumberjack.ap.proc_rewriter import ProcRewriter
 from lumberjack.ap.remote_layout import (
     DEVNULL,

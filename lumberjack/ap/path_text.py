@@ -1,4 +1,4 @@
-"""Lexical POSIX paths, never looking at the disk, and how a value is quoted in a message.
+"""Lexical POSIX paths, never looking at the disk.
 
 Both sides of the path map (rewriting at export, placing outputs at import) resolve a
 job's relative paths against its Iwd the same way HTCondor does: join, then normalise
@@ -11,19 +11,12 @@ import functools
 import posixpath
 from typing import Optional
 
+from lumberjack.ap.message_text import shown
 from lumberjack.errors import BadInput
 
 # The procs of a cluster name the same few paths over and over (Cmd, inputs, logs):
 # remembering the last few thousand answers saves most of the work at 100,000 jobs.
 CACHE_SIZE = 4096
-_MAX_SHOWN = 80  # characters of a bad value quoted in an error message
-
-
-def shown(text: str) -> str:
-    """A value for a one-line message: repr-quoted (no raw newlines), shortened."""
-    if len(text) > _MAX_SHOWN:
-        text = text[: _MAX_SHOWN - 3] + "..."
-    return repr(text)
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)

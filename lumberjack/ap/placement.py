@@ -46,7 +46,8 @@ from typing import NamedTuple, Optional
 
 from lumberjack.ap.file_lists import remap_name, split_file_list
 from lumberjack.ap.job_paths import JobPaths
-from lumberjack.ap.path_text import normpath, relative_to, resolve, shown
+from lumberjack.ap.message_text import shown
+from lumberjack.ap.path_text import normpath, relative_to, resolve
 from lumberjack.ap.remote_layout import (
     DEVNULL,
     REMOTE_STDERR,

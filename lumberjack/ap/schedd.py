@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumberjack.ap.message_text import one_line
 from lumberjack.errors import BadInput, LumberjackError
 
 # Attributes the selection, preflight and path map need from each job.
@@ -181,5 +182,4 @@ def _check_action(result: Any, what: str) -> None:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+    return one_line(str(exc), type(exc).__name__)

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import click
 
+from lumberjack.ap.message_text import shortened
 from lumberjack.cli import cli, synclog
 from lumberjack.cli.common import emit, json_option, plural, selection_options
 from lumberjack.cli.progress import for_command
@@ -59,13 +60,9 @@ def _summary(result: dict[str, Any]) -> str:
     )
 
 
-def _short(text: str, most: int = 80) -> str:
-    return text if len(text) <= most else text[: most - 3] + "..."
-
-
 def skipped_line(skipped: list[dict[str, str]], shown: int = 4) -> str:
     """One line for what a fetch did not take from the site (--json has them all)."""
-    named = ", ".join(f"{_short(item['name'])} ({item['reason']})" for item in skipped[:shown])
+    named = ", ".join(f"{shortened(item['name'])} ({item['reason']})" for item in skipped[:shown])
     more = f" and {len(skipped) - shown} more (see --json)" if len(skipped) > shown else ""
     count = plural(len(skipped), "entry", "entries")
     return f"skipped: {count} the site returned, never written here: {named}{more}"

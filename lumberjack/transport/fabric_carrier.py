@@ -14,11 +14,12 @@ from typing import Any
 import paramiko
 from fabric import Connection
 
+from lumberjack.ap.message_text import one_line
 from lumberjack.errors import RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys
 from lumberjack.transport.carrier import Consume, Feed, LinkLost, RunResult
-from lumberjack.transport.messages import CHUNK, one_line, short
+from lumberjack.transport.messages import CHUNK, short
 
 CONNECT_TIMEOUT = 20
 

@@ -21,11 +21,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lumberjack.ap.message_text import one_line
 from lumberjack.ap.state_home import state_dir
 from lumberjack.errors import BadInput, LoginNeeded, LumberjackError, RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys
-from lumberjack.transport.messages import last_line, one_line
+from lumberjack.transport.messages import last_line
 
 CONNECT_TIMEOUT = 20
 #: How long a login lasts unless the profile's site or --persist says otherwise.
