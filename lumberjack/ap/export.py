@@ -24,8 +24,9 @@ from lumberjack import __version__
 from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
+from lumberjack.ap.job_paths import InputFile
 from lumberjack.ap.names import check_name
-from lumberjack.ap.pathmap import InputFile, PathMap, rewrite_job
+from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.schedd import LocalSchedd, condor_version
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw

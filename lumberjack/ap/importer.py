@@ -26,6 +26,7 @@ from lumberjack.ap import as_user, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.handover import QUEUE_LOG, handed_over
 from lumberjack.ap.identity import Owner, acting_as, owner_of
+from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.output_writer import (
     HOLD_TRANSFER_OUTPUT,
     PLACED,
@@ -35,8 +36,9 @@ from lumberjack.ap.output_writer import (
     place_job,
     read_placed,
 )
-from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrite_job
+from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.placement import check_safe_relative, plan_outputs
+from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.ap.schedd import LocalSchedd, import_as_owner
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lumberjack.core.classad_text import unquote_string
 from lumberjack.core.slot_ad import (
     RETIRE_START,
     SITE_IMAGE,
@@ -30,7 +31,8 @@ from lumberjack.core.slot_ad import (
 )
 from lumberjack.core.units import format_memory
 from lumberjack.errors import BadInput
-from lumberjack.profiles.model import Queue, SiteProfile
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.queue_tables import Queue
 from lumberjack.profiles.request import JobNeeds, Need, ResourceRequest
 from lumberjack.site.job_container import JOB_GUARD, isolates
 
@@ -418,7 +420,12 @@ def slot_summary(slot: dict[str, str]) -> str:
 
 
 def _unquoted(slot: dict[str, str], name: str) -> str:
-    return slot.get(name, "unknown").strip('"')
+    """A string attribute of the slot ad as its value (the expression text otherwise)."""
+    text = slot.get(name)
+    if text is None:
+        return "unknown"
+    value = unquote_string(text)
+    return text if value is None else value
 
 
 def report_lines(analysis: Analysis) -> list[str]:

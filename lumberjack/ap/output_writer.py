@@ -26,7 +26,7 @@ from typing import Callable
 
 from lumberjack.ap import safe_write, userlog
 from lumberjack.ap.identity import Owner, acting_as
-from lumberjack.ap.pathmap import JobPaths
+from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.placement import Placement
 from lumberjack.core.jobstatus import JobStatus
 from lumberjack.errors import BadInput

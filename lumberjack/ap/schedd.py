@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumberjack.ap.message_text import one_line
 from lumberjack.errors import BadInput, LumberjackError
 
 # Attributes the selection, preflight and path map need from each job.
@@ -63,13 +64,7 @@ class LocalSchedd:
             raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
 
     def query(self, constraint: str, projection: Iterable[str] = JOB_PROJECTION) -> list[JobAd]:
-        try:
-            ads = self._schedd.query(constraint=constraint, projection=list(projection))
-        except Exception as exc:
-            raise BadInput(
-                f"the schedd rejected constraint {constraint!r}: {_one_line(exc)}"
-            ) from exc
-        return [ad_to_dict(ad) for ad in ads]
+        return [ad_to_dict(ad) for ad in self.query_ads(constraint, projection)]
 
     def query_ads(self, constraint: str, projection: Iterable[str]) -> list[Any]:
         """The jobs' ads as the bindings give them (classad2.ClassAd), for matchmaking."""
@@ -187,5 +182,4 @@ def _check_action(result: Any, what: str) -> None:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+    return one_line(str(exc), type(exc).__name__)

@@ -38,6 +38,26 @@ def skip_unmatched_option(func: Any) -> Any:
     )(func)
 
 
+def checked_selection(
+    constraint: str | None,
+    ids: tuple[str, ...],
+    name: str | None,
+    site: str | None,
+    lease: str | None,
+    request_flags: dict[str, Any],
+) -> export_mod.Selection:
+    """The jobs the options select (ids split at commas and spaces), with the export's
+    name and request checked first: no schedd or site is asked about a typo."""
+    all_ids = tuple(i for chunk in ids for i in chunk.replace(",", " ").split())
+    selection = export_mod.Selection(constraint, all_ids)
+    selection.check()
+    if name is not None:
+        check_name(name)
+    if site is not None:
+        check_request(site, lease, **request_flags)
+    return selection
+
+
 @cli.command("export")
 @selection_options
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
@@ -94,13 +114,7 @@ def export_command(
       condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
       condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
     """
-    all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
-    selection = export_mod.Selection(constraint, all_ids)
-    selection.check()  # the input first: no schedd or site is asked about a typo
-    if name is not None:
-        check_name(name)
-    if site is not None:
-        check_request(site, lease, **request_flags)
+    selection = checked_selection(constraint, ids + more_ids, name, site, lease, request_flags)
     if lease is not None and out is not None:
         raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
     if out is not None and not remote_spool:

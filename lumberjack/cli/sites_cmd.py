@@ -11,7 +11,8 @@ from lumberjack.cli import cli
 from lumberjack.cli.common import LumberjackGroup, emit, json_option, selection_options
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.core.units import format_memory, format_walltime
-from lumberjack.profiles.model import SiteProfile, display_path
+from lumberjack.profiles.messages import display_path
+from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import report_dict, report_lines
 from lumberjack.profiles.sites import find_profile, load_profiles, profile_dirs
 

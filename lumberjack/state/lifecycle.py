@@ -14,7 +14,6 @@ running, fetching again re-verifies what came back. sync.py takes exports throug
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import shlex
@@ -131,8 +130,7 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
-        site.conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan,
-                            0o600)  # fmt: skip
+        site.put_launch_plan(layout, plan)
         crash_point("launch.after-plan")
         answer = site.agent(layout, "launch")
         crash_point("launch.before-ledger")

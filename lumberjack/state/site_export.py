@@ -11,14 +11,12 @@ the ledger as phase exported.
 from __future__ import annotations
 
 import contextlib
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import matchmaking
 from lumberjack.ap.schedd import LocalSchedd
-from lumberjack.errors import BadInput
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import (
     REQUEST_FIELDS,
@@ -96,11 +94,7 @@ def prepare(
     with contextlib.nullcontext(held) if held else Site(profile) as connection:
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
-        if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
-            raise BadInput(
-                f"{remote_dir} already exists at site {site}: an earlier export of that name; "
-                "choose another --name (or remove that directory)"
-            )
+        connection.refuse_existing(remote_dir, "export", "--name")
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=ledger.bundles_dir() / name,
         remote_spool=ExportLayout(remote_dir).spool,
