@@ -143,6 +143,7 @@ def side_by_side(work: Path, n: int) -> dict[str, Any]:
         )  # fmt: skip
         returned = _owned_dir(bundle / "returned", uid)
         complete(bundle / "spool" / "job_queue.log", returned / "job_queue.log", int(time.time()))
+        os.chown(returned / "job_queue.log", uid, uid)  # a bundle handed in is read as its owner
         lj_import, import_kib = _lumberjack("import", "--in", str(returned), "--json")
     finally:
         _remove(schedd, lj_cluster)

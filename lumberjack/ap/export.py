@@ -15,7 +15,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from lumberjack.ap.pathmap import (
     PathMap,
     rewrite_job,
 )
-from lumberjack.ap.schedd import LocalSchedd, condor_version
+from lumberjack.ap.schedd import JOB_PROJECTION, JobAd, LocalSchedd, ad_to_dict, condor_version
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.classad_text import unquote_string
@@ -164,7 +164,20 @@ def default_name(site: str | None, taken: Callable[[str], bool] = lambda _: Fals
 
 def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
     """The jobs the user named, checked; raises BadInput (nothing changed) when any is unfit."""
-    jobs = schedd.query(selection.to_constraint())
+    return _checked(schedd, selection, schedd.query(selection.to_constraint()))
+
+
+def select_jobs_with_ads(
+    schedd: LocalSchedd, selection: Selection, attrs: Sequence[str]
+) -> tuple[list[dict], list[Any]]:
+    """select_jobs, and the same jobs' ads as the bindings give them, with `attrs` too
+    (matchmaking's): one query of the schedd for both."""
+    projection = [*JOB_PROJECTION, *(a for a in attrs if a not in JOB_PROJECTION)]
+    ads = schedd.query_ads(selection.to_constraint(), projection)
+    return _checked(schedd, selection, [ad_to_dict(ad) for ad in ads]), ads
+
+
+def _checked(schedd: LocalSchedd, selection: Selection, jobs: list[JobAd]) -> list[dict]:
     if not jobs:
         raise BadInput(_nothing_in_queue(schedd, selection))
     if selection.ids:
@@ -291,14 +304,16 @@ def plan_export(
     name: str,
     bundle_dir: Path,
     remote_spool: str,
+    selected: list[dict] | None = None,
 ) -> tuple[Plan, list[dict], PathMap]:
-    """Everything that can refuse, with no change anywhere."""
+    """Everything that can refuse, with no change anywhere. `selected`: the jobs of
+    `selection` as select_jobs gave them to the caller (else they are selected here)."""
     check_name(name)
     if not posixpath.isabs(remote_spool):
         raise BadInput(f"remote spool {remote_spool!r} must be an absolute path")
     if bundle_dir.exists() and (not bundle_dir.is_dir() or any(bundle_dir.iterdir())):
         raise BadInput(f"export directory {bundle_dir} is not empty; give a new or empty directory")
-    jobs = select_jobs(schedd, selection)
+    jobs = selected if selected is not None else select_jobs(schedd, selection)
     path_map = PathMap(remote_spool)
     rewrites = {}
     for job in jobs:
