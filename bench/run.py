@@ -108,7 +108,10 @@ def main(argv: list[str]) -> int:
             if started_here:
                 testbed.down()
     if "log" in sections:
-        results["job_queue_log"] = bench_jobqueuelog.run(200_000)
+        results["job_queue_log"] = {
+            **bench_jobqueuelog.run(200_000),
+            **bench_jobqueuelog.inspect_vs_naive(606_000),
+        }
     latest = ROOT / "bench" / "results" / "latest.json"
     # Sections not rerun keep their last figures (as their text in BENCHMARKS.md does).
     earlier = json.loads(latest.read_text()) if latest.exists() else {}
@@ -135,6 +138,22 @@ def old_blocks(headings: tuple[str, ...]) -> str:
 _PROFILE_DIRS = re.compile(r"(?<![\w.-])/(?:[^\s/:()]+/)+(?=[^\s/:()]+\.py:\d)")
 
 
+def _inspect_text(log: dict) -> str:
+    """`inspect --json` against a replay without checks (a log bench of older runs has
+    no such figures)."""
+    if "inspect_ratio" not in log:
+        return ""
+    return f"""
+`condor_lumberjack inspect --json` of a log of {log["inspect_records"]:,} records against
+a replay of it without any check (bench_jobqueuelog.NAIVE_REPLAY: no key, name, value
+or torn-write checks, names case-sensitive; the same JSON, compared), each a process of
+its own, best of 3: {log["inspect_json_s"]} s against {log["naive_replay_s"]} s,
+**{log["inspect_ratio"]}x**. inspect's time is reading and checking every line
+(`parse_file`), replaying it as the schedd does (`replay`: transactions, case-insensitive
+names, keys by their numbers), the JSON, and the CLI's start-up.
+"""
+
+
 def write_markdown(results: dict) -> None:
     parts = {}
     if "export" in results:
@@ -152,7 +171,7 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
 | operation | records/s |
 |---|---:|
 {rates}
-
+{_inspect_text(log)}
 """
     if "shipping" in results:
         parts["shipping"] = bench_shipping.markdown(results["shipping"]) + "\n"
