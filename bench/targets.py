@@ -106,12 +106,22 @@ ROWS: tuple[tuple[str, Callable[[dict], Row | None]], ...] = (
 )  # fmt: skip
 
 
-def markdown(results: dict) -> str:
+def markdown(results: dict, earlier: str = "") -> str:
+    """The targets table; a row whose section is not in `results` is kept as the
+    `earlier` BENCHMARKS.md text has it (its figures are that section's, kept too)."""
+    kept = {
+        line.split("|")[1].strip(): line
+        for line in earlier.splitlines()
+        if line.startswith("| P") and line.count("|") >= 6
+    }
     lines = ["| id | measure | today | goal | verdict |", "|---|---|---:|---:|---|"]
     for section, row_of in ROWS:
         row = row_of(results)
+        ident = row_of.__name__.lstrip("_").upper()
+        if row is None and ident in kept and "not in these results" not in kept[ident]:
+            lines.append(kept[ident])
+            continue
         if row is None:
-            ident = row_of.__name__.lstrip("_").upper()
             row = (ident, f"(section `{section}` not in these results)", "—", "—", "—")
         lines.append("| " + " | ".join(row) + " |")
     intro = (
