@@ -166,13 +166,46 @@ def sent_queue(
     else rebuilt from native/job_queue.log (what the schedd exported) by the same rewrite
     export did (with `import --in` the spool holds the other schedd's queue).
     """
+    return _read_sent(bundle_dir, manifest, path_map)[0]
+
+
+def _read_sent(
+    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None = None
+) -> tuple[dict[str, jql.Ad] | None, tuple[int, int] | None]:
+    """sent_queue(), and the (bytes, records) of its log when it is the bundle's spool
+    log: read once, hashed while it is parsed (write_log wrote it; _log_size would
+    write it again to count them)."""
     spool_log = bundle_dir / bundle_mod.SPOOL / QUEUE_LOG
     entry = next((f for f in manifest.files if f.path == QUEUE_LOG), None)
     try:
-        if entry is not None and bundle_mod.sha256_file(spool_log) == entry.sha256:
-            return jql.read_log(spool_log)
+        with open(spool_log, "rb") as handle:
+            if entry is not None and os.fstat(handle.fileno()).st_size == entry.size:
+                reader = _Hashing(handle)
+                records = jql.parse_file(reader, str(spool_log))
+                if reader.digest.hexdigest() == entry.sha256:
+                    return jql.replay(records, str(spool_log)), (reader.size, len(records))
     except (OSError, jql.JobQueueLogError):
         pass
+    return _rebuilt_sent(bundle_dir, manifest, path_map), None
+
+
+class _Hashing:
+    """A file whose bytes are hashed and counted as they are read."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle, self.digest, self.size = handle, hashlib.sha256(), 0
+
+    def read(self, size: int, /) -> bytes:
+        data = self.handle.read(size)
+        self.digest.update(data)
+        self.size += len(data)
+        return data
+
+
+def _rebuilt_sent(
+    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None
+) -> dict[str, jql.Ad] | None:
+    """The sent queue from native/job_queue.log, by the rewrite export did."""
     try:
         ads = jql.read_log(bundle_dir / bundle_mod.NATIVE / QUEUE_LOG)
     except (OSError, jql.JobQueueLogError):
@@ -207,8 +240,8 @@ def _sent_queue(bundle_dir: Path) -> dict[str, jql.Ad] | None:
         return None
 
 
-def _by_number(ads: dict[str, jql.Ad]) -> dict[jql.JobKey, jql.Ad]:
-    return {jql.parse_key(k): ad for k, ad in ads.items()}
+def _by_number(ads: dict[str, jql.Ad]) -> dict[tuple[int, int], jql.Ad]:
+    return {jql.key_numbers(k): ad for k, ad in ads.items()}
 
 
 def original_ad(sent: jql.Ad, paths: JobPaths) -> jql.Ad:
@@ -249,14 +282,14 @@ def merge_queue(
     the merge goes, so three whole queues are never in memory at once.
     """
     back = _by_number(returned)
-    sent_nums = {jql.parse_key(k) for k in sent}
+    sent_nums = {jql.key_numbers(k) for k in sent}
     if consume:
         returned.clear()  # `back` holds the ads now
     wanted = set(jobs)
     merge = QueueMerge({})
     for key in list(sent):
         ad = sent.pop(key) if consume else sent[key]
-        num = jql.parse_key(key)
+        num = jql.key_numbers(key)
         kind = jql.key_kind(key)
         there = back.pop(num, None) if consume else back.get(num)
         if kind != "proc":
@@ -341,13 +374,13 @@ def plan_import(
     with acting_as(owner):
         manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
         path_map = PathMap.from_json(manifest.path_map)
-        sent = sent_queue(bundle_dir, manifest, path_map)
+        sent, size = _read_sent(bundle_dir, manifest, path_map)
     if sent is None:
         raise BadInput(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "
             "cannot tell the site's results from its changes"
         )
-    sent_bytes, sent_records = _log_size(sent)
+    sent_bytes, sent_records = size or _log_size(sent)
     with acting_as(reader):
         returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
         returned_at = os.stat(spool / QUEUE_LOG).st_mtime

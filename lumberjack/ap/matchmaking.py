@@ -141,11 +141,16 @@ def site_slot(profile: SiteProfile, request: ResourceRequest) -> dict[str, str]:
 # ---- the jobs ---------------------------------------------------------------------------
 
 
-def job_ads(schedd: Any, clusters: list[int]) -> list[Any]:
+def job_ads(schedd: Any, clusters: list[int], queried: list[Any] | None = None) -> list[Any]:
     """The selected clusters' ads with what their match depends on: MATCH_ATTRS, and
-    any other job attribute their Requirements name (asked for in a second query)."""
+    any other job attribute their Requirements name (asked for in a second query).
+    `queried`: those clusters' ads as a query with MATCH_ATTRS among others gave them
+    (export.select_jobs_with_ads), used cut down to MATCH_ATTRS instead of a query."""
     constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
-    ads = schedd.query_ads(constraint, MATCH_ATTRS)
+    if queried is not None:
+        ads = [_only(ad, MATCH_ATTRS) for ad in queried]
+    else:
+        ads = schedd.query_ads(constraint, MATCH_ATTRS)
     seen, extra = set(), set()
     for ad in ads:
         for attr in ("Requirements", *(r[0] for r in RESOURCES)):
@@ -159,6 +164,19 @@ def job_ads(schedd: Any, clusters: list[int]) -> list[Any]:
     if extra:
         ads = schedd.query_ads(constraint, [*MATCH_ATTRS, *sorted(extra)])
     return ads
+
+
+def _only(ad: Any, attrs: Iterable[str]) -> Any:
+    """A copy of a classad2.ClassAd with only `attrs` (any case), as a query projected
+    on them gives it: the match sees the attributes it saw before, and no others."""
+    import classad2
+
+    wanted = {a.lower() for a in attrs}
+    copy = classad2.ClassAd()
+    for name in ad.keys():
+        if name.lower() in wanted:
+            copy[name] = ad.lookup(name)
+    return copy
 
 
 def needs_of(ads: Iterable[Any]) -> JobNeeds:

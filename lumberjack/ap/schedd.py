@@ -15,7 +15,8 @@ from typing import Any
 from lumberjack.ap.message_text import one_line
 from lumberjack.errors import BadInput, LumberjackError
 
-# Attributes the selection, preflight and path map need from each job.
+# Attributes the selection, preflight and path map need from each job: every one the
+# path map reads (export.PATH_MAP_ATTRS), so that the plan refuses what the bundle would.
 JOB_PROJECTION = [
     "ClusterId", "ProcId", "Owner", "User", "JobStatus", "JobUniverse", "Iwd", "Cmd",
     "Managed", "ManagedManager", "JobMaterializeDigestFile", "JobMaterializeLimit",
@@ -23,7 +24,9 @@ JOB_PROJECTION = [
     "TransferOutputRemaps", "In", "Out", "Err", "UserLog", "x509userproxy",
     "ContainerImage", "OutputDestination", "RequestRuntime", "MaxRuntime",
     "JobDurationLimit", "AllowedJobDuration", "RequestCpus", "RequestMemory",
-    "RequestDisk", "RequestGPUs", "JobBatchName", "QDate",
+    "RequestDisk", "RequestGPUs", "JobBatchName", "QDate", "ShouldTransferFiles",
+    "SingularityImage", "ContainerImageFullPath", "TransferContainer", "DAGManNodesLog",
+    "TransferPlugins", "PreserveRelativePaths",
 ]  # fmt: skip
 
 

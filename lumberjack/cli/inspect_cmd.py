@@ -217,6 +217,6 @@ def inspect_cmd(log_file: str, other: str | None, diff: bool, max_size: str, as_
         return
     ads = load_ads(path, max_mb)
     if as_json:
-        emit(True, {"ads": {key: dict(ad.attrs) for key, ad in ads.items()}})
+        emit(True, {"ads": {key: ad.attrs for key, ad in ads.items()}})  # printed as they are
     else:
         emit(False, None, render(path, queue_summary(ads)))
