@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from lumberjack.ap import as_user, results, safe_write, userlog
+from lumberjack.ap import as_user, checkpoint_home, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.handover import QUEUE_LOG, handed_over
 from lumberjack.ap.identity import Owner, acting_as, owner_of
@@ -75,6 +75,10 @@ class ImportReport(JsonRecord):
     held: dict[str, str] = field(default_factory=dict)
     # jobs that come back held because the site held them
     held_at_site: list[str] = field(default_factory=list)
+    # unfinished jobs whose site checkpoint is in the local spool: they resume from it
+    resume_from_site: list[str] = field(default_factory=list)
+    # unfinished jobs that start anew here, and why (checkpoint_home)
+    start_anew: dict[str, str] = field(default_factory=dict)
 
 
 def find_returned_spool(directory: Path) -> tuple[Path, Path]:
@@ -371,6 +375,7 @@ def plan_import(
             placements = plan_outputs(paths, present, paths.transfer_output)
             plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
             plan.returned_at = returned_at
+            plan.checkpoint = checkpoint_home.plan(paths, plan.status, present, merge.ads)
             if any(p.kind == "userlog" for p in placements):
                 data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
                 plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
@@ -455,6 +460,7 @@ def run_import(
     after_append: Callable[[], None] | None = None,
     read: bundle_mod.ReadManifest | None = None,
     site: str | None = None,
+    local_spool: str | None = None,
 ) -> ImportReport:
     """Import a returned spool (from ``site``: named in the HoldReason of jobs held there).
 
@@ -464,7 +470,8 @@ def run_import(
     (None: as this process; the owner's bundle, or a spool a user handed in, is read as
     that user). ``work_dir``: this account's private import state (journals, the
     schedd's copy of the queue). ``read``: the bundle's manifest as the caller read it,
-    checked against ``manifest_sha256`` and used as is.
+    checked against ``manifest_sha256`` and used as is. ``local_spool``: where the
+    checkpoints of unfinished jobs go (None: the schedd's SPOOL).
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
@@ -486,15 +493,25 @@ def run_import(
             report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
         if plan.events is not None:
             report.events[plan.paths.job_id] = plan.events.to_json()
+        if isinstance(plan.checkpoint, checkpoint_home.Checkpoint):
+            report.resume_from_site.append(plan.paths.job_id)
+        elif plan.checkpoint is not None:
+            report.start_anew[plan.paths.job_id] = plan.checkpoint
     if dry_run:
         return report
 
     state_dir = private_dir(work_dir / "import-state")
     placed = read_placed(state_dir)
+    homecoming = checkpoint_home.Homecoming(schedd, local_spool)
     with PlacedJournal(state_dir / PLACED) as journal:
         for plan in plans:
             if plan.paths.job_id in placed:
                 continue
+            if isinstance(plan.checkpoint, checkpoint_home.Checkpoint):
+                why = homecoming.bring(plan.checkpoint, plan.job_dir, acting, spool_reader)
+                if why:  # the job starts anew
+                    report.resume_from_site.remove(plan.paths.job_id)
+                    report.start_anew[plan.paths.job_id] = why
             try:
                 done = place_job(
                     plan, state_dir, acting, manifest.owner, spool_reader, after_append

@@ -107,6 +107,26 @@ class LocalSchedd:
     def import_results(self, import_dir: Path) -> int:
         return _import_into(self._schedd, str(import_dir))
 
+    def spool(self) -> str:
+        """The schedd's SPOOL, where its jobs' spool directories are: from the running
+        schedd's own configuration when SCHEDD_HOST names it, else from this machine's.
+        LumberjackError when it will not say, or keeps job spools elsewhere
+        (ALTERNATE_JOB_SPOOL, an expression of each job's ad)."""
+        htcondor = _htcondor()
+        try:
+            if self.location is not None:
+                config: Any = htcondor.RemoteParam(self.location)
+            else:
+                config = htcondor.param
+            spool, alternate = config.get("SPOOL"), config.get("ALTERNATE_JOB_SPOOL")
+        except Exception as exc:
+            raise LumberjackError(f"cannot read the schedd's SPOOL: {_one_line(exc)}") from exc
+        if alternate:
+            raise LumberjackError("the schedd keeps job spools by ALTERNATE_JOB_SPOOL")
+        if not spool or not str(spool).startswith("/"):
+            raise LumberjackError(f"the schedd's SPOOL is not an absolute path: {spool!r}")
+        return str(spool)
+
     def unexport(self, clusters: list[int]) -> int:
         try:
             result = self._schedd.unexport_jobs([str(c) for c in clusters])
