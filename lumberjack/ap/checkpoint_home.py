@@ -32,6 +32,7 @@ import posixpath
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from lumberjack.ap import safe_write
 from lumberjack.ap.identity import Owner, acting_as
@@ -47,6 +48,8 @@ from lumberjack.errors import BadInput, LumberjackError
 CHECKPOINT_ATTR = "TransferCheckpoint"
 #: Statuses a job comes home in that let it run again here (held: once released).
 UNFINISHED = frozenset({JobStatus.IDLE, JobStatus.HELD})
+#: Why a job that does not checkpoint itself starts anew (the text output leaves it out).
+NOT_CHECKPOINTING = "no transfer_checkpoint_files"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -94,7 +97,7 @@ def plan(
         return None
     entries = _entries(job_attr(ads, paths.job_id, CHECKPOINT_ATTR))
     if entries is None:
-        return "not a self-checkpointing job (no transfer_checkpoint_files)"
+        return NOT_CHECKPOINTING
     names = set()
     for entry in entries:
         # The spool keeps an entry under its basename (preserve_relative_paths: its path).
@@ -124,17 +127,53 @@ def _basename(entry: str) -> str:
     return posixpath.basename(entry.rstrip("/"))
 
 
+class Planned(Protocol):
+    """A job as import planned it (output_writer.JobPlan)."""
+
+    paths: JobPaths
+    job_dir: Path
+    checkpoint: Checkpoint | str | None
+
+
+class Tally(Protocol):
+    """Where an import reports its unfinished jobs (importer.ImportReport)."""
+
+    resume_from_site: list[str]
+    start_anew: dict[str, str]
+
+
+def tally(job_id: str, checkpoint: Checkpoint | str | None, report: Tally) -> None:
+    """A planned job in the report: it resumes from its site checkpoint, or starts anew."""
+    if isinstance(checkpoint, Checkpoint):
+        report.resume_from_site.append(job_id)
+    elif checkpoint is not None:
+        report.start_anew[job_id] = checkpoint
+
+
 class Homecoming:
     """Where one import's checkpoints go: ``spool`` when given, else the local schedd's
-    SPOOL, asked once, when a first checkpoint needs it."""
+    SPOOL, asked once, when a first checkpoint needs it. A job whose checkpoint cannot
+    come home moves in ``report`` to the jobs that start anew."""
 
-    def __init__(self, schedd: LocalSchedd | None, spool: str | None = None) -> None:
-        self.schedd, self.spool, self.problem = schedd, spool, ""
+    def __init__(self, schedd: LocalSchedd | None, spool: str | None, report: Tally) -> None:
+        self.schedd, self.spool, self.report, self.problem = schedd, spool, report, ""
 
-    def bring(
+    def bring(self, plan: Planned, owner: Owner | None, reader: Owner | None) -> None:
+        """Put a planned job's checkpoint in place (nothing for other jobs); ``owner``
+        acts for the job, ``reader`` reads the returned spool."""
+        if not isinstance(plan.checkpoint, Checkpoint):
+            return
+        why = self._bring(plan.checkpoint, plan.job_dir, owner, reader)
+        if why:
+            job_id = plan.paths.job_id
+            if job_id in self.report.resume_from_site:
+                self.report.resume_from_site.remove(job_id)
+            self.report.start_anew[job_id] = why
+
+    def _bring(
         self, checkpoint: Checkpoint, returned_dir: Path, owner: Owner | None, reader: Owner | None
     ) -> str | None:
-        """None when the job's checkpoint is in place; else why the job starts anew."""
+        """None when the checkpoint is in place; else why the job starts anew."""
         if self.spool is None and not self.problem:
             try:
                 if self.schedd is None:
@@ -254,7 +293,10 @@ def _job_spool_dir(spool_root: str, checkpoint: Checkpoint, owner: Owner | None)
         upper, name = checkpoint.job_dir.rsplit("/", 1)
         with acting_as(_spool_owner(root)):
             for level in upper.split("/"):
-                fds.append(_open_or_make(fds[-1], level, 0o755))
+                made = _make(fds[-1], level, 0o755)
+                fds.append(_open_dir(fds[-1], level))
+                if made:  # whatever this process's umask: the owner must pass through
+                    os.fchmod(fds[-1], 0o755)
                 _check_level(fds[-1], root.st_uid, f"{spool_root}/{upper}")
             made = _make(fds[-1], name, 0o700)
             job_fd = _open_dir(fds[-1], name) if made else -1

@@ -488,30 +488,18 @@ def run_import(
     report.site_changes = merge.site_changes
     report.not_sent, report.missing = merge.not_sent, merge.missing
     report.held_at_site = [k for k, s in merge.statuses.items() if s is JobStatus.HELD]
-    for plan in plans:
-        for p in plan.placements:
-            report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
-        if plan.events is not None:
-            report.events[plan.paths.job_id] = plan.events.to_json()
-        if isinstance(plan.checkpoint, checkpoint_home.Checkpoint):
-            report.resume_from_site.append(plan.paths.job_id)
-        elif plan.checkpoint is not None:
-            report.start_anew[plan.paths.job_id] = plan.checkpoint
+    _list_plans(report, plans)
     if dry_run:
         return report
 
     state_dir = private_dir(work_dir / "import-state")
     placed = read_placed(state_dir)
-    homecoming = checkpoint_home.Homecoming(schedd, local_spool)
+    homecoming = checkpoint_home.Homecoming(schedd, local_spool, report)
     with PlacedJournal(state_dir / PLACED) as journal:
         for plan in plans:
             if plan.paths.job_id in placed:
                 continue
-            if isinstance(plan.checkpoint, checkpoint_home.Checkpoint):
-                why = homecoming.bring(plan.checkpoint, plan.job_dir, acting, spool_reader)
-                if why:  # the job starts anew
-                    report.resume_from_site.remove(plan.paths.job_id)
-                    report.start_anew[plan.paths.job_id] = why
+            homecoming.bring(plan, acting, spool_reader)  # before the job is recorded placed
             try:
                 done = place_job(
                     plan, state_dir, acting, manifest.owner, spool_reader, after_append
@@ -536,6 +524,16 @@ def run_import(
                 args = {"location": schedd.location, "import_dir": str(merge_dir)}
                 as_user.call_as(manifest.owner, import_as_owner, args)
     return report
+
+
+def _list_plans(report: ImportReport, plans: list[JobPlan]) -> None:
+    """What import will do, in the report (a dry run's too)."""
+    for plan in plans:
+        for p in plan.placements:
+            report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
+        if plan.events is not None:
+            report.events[plan.paths.job_id] = plan.events.to_json()
+        checkpoint_home.tally(plan.paths.job_id, plan.checkpoint, report)
 
 
 def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:

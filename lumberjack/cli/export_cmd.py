@@ -11,6 +11,7 @@ import click
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
 from lumberjack.ap.bundle import read_manifest_once
+from lumberjack.ap.checkpoint_home import NOT_CHECKPOINTING
 from lumberjack.ap.identity import acting_as, owner_of_path
 from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
@@ -269,7 +270,8 @@ def _reported(data: dict, verbose: bool = False) -> list[str]:
                      f"checkpoint: {_some(resume)}")  # fmt: skip
     anew: dict[str, list[str]] = {}
     for job, why in (data.get("start_anew") or {}).items():
-        anew.setdefault(why, []).append(job)
+        if why != NOT_CHECKPOINTING:  # the jobs that do not checkpoint: no news (--json has them)
+            anew.setdefault(why, []).append(job)
     for why, jobs in sorted(anew.items()):
         verb = "starts" if len(jobs) == 1 else "start"
         lines.append(f"{plural(len(jobs), 'unfinished job')} {verb} anew ({why}): {_some(jobs)}")

@@ -124,6 +124,7 @@ def make_world() -> Iterator:
     # Not under pytest's 0700 base: the owner and the "schedd" must reach their parts.
     base = Path(tempfile.mkdtemp(prefix="lj-ckpt-"))
     os.chmod(base, 0o755)
+    umask = os.umask(0o022)  # the modes below as written, whatever an earlier test left
     count = 0
 
     def make(**cluster_attrs: str) -> World:
@@ -135,6 +136,7 @@ def make_world() -> Iterator:
     try:
         yield make
     finally:
+        os.umask(umask)
         shutil.rmtree(base)
 
 
@@ -148,7 +150,7 @@ def checkpointing(make_world, files: str = '"count.txt, steps.txt"', **more: str
 def test_an_unfinished_job_resumes_from_its_site_checkpoint(make_world) -> None:
     world = checkpointing(make_world)
     report = world.run()
-    assert (report.handed_back_idle, report.completed) == (1, 1)
+    assert (report.handed_back_idle, report.completed) == (1, 1), report.held
     assert report.resume_from_site == ["7.0"] and report.start_anew == {}
     # The checkpoint's files and the stdout so far; nothing else of the site's directory.
     assert world.local_files() == {"_condor_stdout": "3 steps\n", "count.txt": "3\n",
@@ -162,6 +164,17 @@ def test_an_unfinished_job_resumes_from_its_site_checkpoint(make_world) -> None:
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (*IDS, 0o700)
     assert {p.stat().st_uid for p in world.local.iterdir()} == {IDS[0]}
     assert "1 unfinished job resumes from its site checkpoint: 7.0" in _reported(report.to_json())
+
+
+def test_the_schedds_levels_are_open_to_the_owner_whatever_the_umask(make_world) -> None:
+    world = checkpointing(make_world)
+    old = os.umask(0o077)
+    try:
+        assert world.run().resume_from_site == ["7.0"]
+    finally:
+        os.umask(old)
+    for level in (world.spool / "7", world.spool / "7" / "0"):
+        assert stat.S_IMODE(level.stat().st_mode) == 0o755
 
 
 def test_a_dry_run_names_the_job_and_writes_nothing(make_world) -> None:
@@ -195,10 +208,10 @@ def test_a_job_without_transfer_checkpoint_starts_anew(make_world) -> None:
     world = make_world()
     report = world.run()
     assert report.resume_from_site == []
-    why = "not a self-checkpointing job (no transfer_checkpoint_files)"
+    why = "no transfer_checkpoint_files"
     assert report.start_anew == {"7.0": why}
     assert list(world.spool.iterdir()) == []
-    assert any("starts anew" in line for line in _reported(report.to_json()))
+    assert not any("anew" in line for line in _reported(report.to_json()))  # no news
 
 
 def test_a_job_whose_checkpoint_did_not_come_back_starts_anew(make_world) -> None:
@@ -206,6 +219,8 @@ def test_a_job_whose_checkpoint_did_not_come_back_starts_anew(make_world) -> Non
     report = world.run()
     assert report.start_anew == {"7.0": "no checkpoint came back from the site"}
     assert list(world.spool.iterdir()) == []
+    lines = _reported(report.to_json())
+    assert "1 unfinished job starts anew (no checkpoint came back from the site): 7.0" in lines
 
 
 def test_a_job_held_at_the_site_stays_held_with_its_checkpoint(make_world) -> None:
