@@ -517,11 +517,12 @@ def run_import(
 
     crash_point("import.before-merge")
     if schedd is not None:
+        wake = next((k for k, s in merge.statuses.items() if s is JobStatus.IDLE), None)
         with handed_over(work_dir, merge.ads, acting) as merge_dir:
             if acting is None:
-                schedd.import_results(merge_dir)
+                schedd.import_results(merge_dir, wake)
             else:  # the schedd opens the queue as whom it authenticates: the owner
-                args = {"location": schedd.location, "import_dir": str(merge_dir)}
+                args = {"location": schedd.location, "import_dir": str(merge_dir), "wake": wake}
                 as_user.call_as(manifest.owner, import_as_owner, args)
     return report
 

@@ -63,10 +63,12 @@ def counted(path: Path) -> int:
         return 0
 
 
-def counter_at_site(workspace: Path, at_site: list, steps: int) -> tuple[int, Path, str, Path]:
-    """The counter to `steps`, exported to the testbed site, its first pilot running it
-    until its third checkpoint, then cancelled: (cluster, job dir, export name, the
-    checkpoint's count.txt in the remote schedd's spool)."""
+def counter_at_site(
+    workspace: Path, at_site: list, steps: int, **extra: str
+) -> tuple[int, Path, str, Path]:
+    """The counter to `steps` (`extra`: more submit commands), exported to the testbed
+    site, its first pilot running it until its third checkpoint: (cluster, job dir,
+    export name, the checkpoint's count.txt in the remote schedd's spool)."""
     job_dir = workspace / "counter"
     job_dir.mkdir()
     (job_dir / "count.sh").write_text(COUNTER)
@@ -75,7 +77,7 @@ def counter_at_site(workspace: Path, at_site: list, steps: int) -> tuple[int, Pa
     cluster = submit(
         job_dir, 1, executable=str(job_dir / "count.sh"), arguments=str(steps),
         transfer_input_files="", transfer_output_files="count.txt, steps.txt",
-        checkpoint_exit_code="85", transfer_checkpoint_files="count.txt, steps.txt",
+        checkpoint_exit_code="85", transfer_checkpoint_files="count.txt, steps.txt", **extra,
     )  # fmt: skip
     name = f"ckpt-{uuid.uuid4().hex[:6]}"
     at_site.append(name)
@@ -178,12 +180,20 @@ START = TARGET.ClusterId == {cluster} && TARGET.Owner == "{testbed.SUBMITTER}"
         yield host
     finally:
         testbed.stop_pid(pid)
+        # A startd that dies hard leaves its slots in the collector: matches to nowhere.
+        query_ad = root / "invalidate.ad"
+        query_ad.write_text(f'MyType = "Query"\nTargetType = "Machine"\nRequirements = '
+                            f'Machine == "{host}"\n')  # fmt: skip
+        pool.condor(rootfs, "condor_advertise", "INVALIDATE_STARTD_ADS", str(query_ad),
+                    check=False)  # fmt: skip
 
 
 def test_an_unfinished_job_resumes_at_home_from_the_sites_checkpoint(
     workspace: Path, state_dir: Path, at_site: list
 ) -> None:
-    cluster, job_dir, name, _ = counter_at_site(workspace, at_site, STEPS)
+    # Other tests leave idle jobs in the shared schedd, which offers its negotiator only
+    # the first ones of a submitter in priority order: this one goes first.
+    cluster, job_dir, name, _ = counter_at_site(workspace, at_site, STEPS, priority="10")
     pilot = cancel_the_pilot(name).split(".")[0]
 
     # The export ends with the job unfinished: no new pilot, the spool comes home.
