@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from lumberjack.ap import as_user, results, safe_write, userlog
+from lumberjack.ap import as_user, checkpoint_home, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.handover import QUEUE_LOG, handed_over
 from lumberjack.ap.identity import Owner, acting_as, owner_of
@@ -77,6 +77,10 @@ class ImportReport(JsonRecord):
     held: dict[str, str] = field(default_factory=dict)
     # jobs that come back held because the site held them
     held_at_site: list[str] = field(default_factory=list)
+    # unfinished jobs whose site checkpoint is in the local spool: they resume from it
+    resume_from_site: list[str] = field(default_factory=list)
+    # unfinished jobs that start anew here, and why (checkpoint_home)
+    start_anew: dict[str, str] = field(default_factory=dict)
 
 
 def find_returned_spool(directory: Path) -> tuple[Path, Path]:
@@ -406,6 +410,7 @@ def plan_import(
             placements = plan_outputs(paths, present, paths.transfer_output)
             plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
             plan.returned_at = returned_at
+            plan.checkpoint = checkpoint_home.plan(paths, plan.status, present, merge.ads)
             if any(p.kind == "userlog" for p in placements):
                 data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
                 plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
@@ -490,6 +495,7 @@ def run_import(
     after_append: Callable[[], None] | None = None,
     read: bundle_mod.ReadManifest | None = None,
     site: str | None = None,
+    local_spool: str | None = None,
 ) -> ImportReport:
     """Import a returned spool (from ``site``: named in the HoldReason of jobs held there).
 
@@ -499,7 +505,8 @@ def run_import(
     (None: as this process; the owner's bundle, or a spool a user handed in, is read as
     that user). ``work_dir``: this account's private import state (journals, the
     schedd's copy of the queue). ``read``: the bundle's manifest as the caller read it,
-    checked against ``manifest_sha256`` and used as is.
+    checked against ``manifest_sha256`` and used as is. ``local_spool``: where the
+    checkpoints of unfinished jobs go (None: the schedd's SPOOL).
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
@@ -516,20 +523,18 @@ def run_import(
     report.site_changes = merge.site_changes
     report.not_sent, report.missing = merge.not_sent, merge.missing
     report.held_at_site = [k for k, s in merge.statuses.items() if s is JobStatus.HELD]
-    for plan in plans:
-        for p in plan.placements:
-            report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
-        if plan.events is not None:
-            report.events[plan.paths.job_id] = plan.events.to_json()
+    _list_plans(report, plans)
     if dry_run:
         return report
 
     state_dir = private_dir(work_dir / "import-state")
     placed = read_placed(state_dir)
+    homecoming = checkpoint_home.Homecoming(schedd, local_spool, report)
     with PlacedJournal(state_dir / PLACED) as journal:
         for plan in plans:
             if plan.paths.job_id in placed:
                 continue
+            homecoming.bring(plan, acting, spool_reader)  # before the job is recorded placed
             try:
                 done = place_job(
                     plan, state_dir, acting, manifest.owner, spool_reader, after_append
@@ -547,13 +552,24 @@ def run_import(
 
     crash_point("import.before-merge")
     if schedd is not None:
+        wake = next((k for k, s in merge.statuses.items() if s is JobStatus.IDLE), None)
         with handed_over(work_dir, merge.ads, acting) as merge_dir:
             if acting is None:
-                schedd.import_results(merge_dir)
+                schedd.import_results(merge_dir, wake)
             else:  # the schedd opens the queue as whom it authenticates: the owner
-                args = {"location": schedd.location, "import_dir": str(merge_dir)}
+                args = {"location": schedd.location, "import_dir": str(merge_dir), "wake": wake}
                 as_user.call_as(manifest.owner, import_as_owner, args)
     return report
+
+
+def _list_plans(report: ImportReport, plans: list[JobPlan]) -> None:
+    """What import will do, in the report (a dry run's too)."""
+    for plan in plans:
+        for p in plan.placements:
+            report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
+        if plan.events is not None:
+            report.events[plan.paths.job_id] = plan.events.to_json()
+        checkpoint_home.tally(plan.paths.job_id, plan.checkpoint, report)
 
 
 def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:

@@ -11,6 +11,7 @@ import click
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
 from lumberjack.ap.bundle import read_manifest_once
+from lumberjack.ap.checkpoint_home import NOT_CHECKPOINTING
 from lumberjack.ap.identity import acting_as, owner_of_path
 from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
@@ -274,9 +275,20 @@ def _reported(data: dict, verbose: bool = False) -> list[str]:
     lines = []
     held = data.get("held_at_site") or []
     if held:
-        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
-        lines.append(f"{plural(len(held), 'job')} held at the site, held here too: {shown} "
+        lines.append(f"{plural(len(held), 'job')} held at the site, held here too: {_some(held)} "
                      f"(condor_lumberjack logs {data['name']} --job ID)")  # fmt: skip
+    resume = data.get("resume_from_site") or []
+    if resume:
+        verb = "resumes" if len(resume) == 1 else "resume"
+        lines.append(f"{plural(len(resume), 'unfinished job')} {verb} from its site "
+                     f"checkpoint: {_some(resume)}")  # fmt: skip
+    anew: dict[str, list[str]] = {}
+    for job, why in (data.get("start_anew") or {}).items():
+        if why != NOT_CHECKPOINTING:  # the jobs that do not checkpoint: no news (--json has them)
+            anew.setdefault(why, []).append(job)
+    for why, jobs in sorted(anew.items()):
+        verb = "starts" if len(jobs) == 1 else "start"
+        lines.append(f"{plural(len(jobs), 'unfinished job')} {verb} anew ({why}): {_some(jobs)}")
     if data.get("not_sent"):
         lines.append(f"ignored ads this export never sent: {', '.join(data['not_sent'])}")
     if data.get("missing"):
@@ -295,6 +307,10 @@ def _reported(data: dict, verbose: bool = False) -> list[str]:
             why = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items()))
             lines.append(f"{job}: user-log events dropped: {why}")
     return lines
+
+
+def _some(jobs: list[str]) -> str:
+    return ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
 
 
 def _changes_summary(changes: dict[str, dict[str, list[str]]]) -> str:
