@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import Protocol
 
 from lumberjack.ap import safe_write
+from lumberjack.ap.file_lists import split_file_list
 from lumberjack.ap.identity import Owner, acting_as
-from lumberjack.ap.pathmap import DEVNULL, REMOTE_STDERR, REMOTE_STDOUT, JobPaths, split_file_list
+from lumberjack.ap.job_paths import JobPaths
+from lumberjack.ap.remote_layout import DEVNULL, REMOTE_STDERR, REMOTE_STDOUT
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.classad_text import is_undefined, unquote_string
