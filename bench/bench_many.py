@@ -14,18 +14,38 @@ change while all COUNT exports are launched at the site (time, logins, sessions)
 Afterwards each export is cleaned up (in `finally`, failed or not) and nothing may be
 left at the site (journey.site_leftovers).
 
-How the exports run at the site (MODE): "lease", the default, one `lease create` (one
-collector and negotiator, one pilot of 3 nodes x 2 cores), then COUNT exports with
-`--lease NAME`, each with only its own schedd; "own", each export with its own pool
-(schedd, collector and negotiator in an Apptainer instance) and its own pilot. A site
-admin running 20 exports at once uses the lease: 20 own pools are 20 central managers and
-20 pilot jobs in the batch queue for 6 cores (each pilot holding a core for its export's
-few jobs while the others queue), where a lease is one central manager and one pilot
-that every schedd's jobs share. BENCHMARKS.md gives the figures of both, measured.
+The pilots are submitted held (`#SBATCH --hold` in a copy of the testbed-mfa profile, as
+a busy batch queue keeps them) and released by the section after QUIET_ROUNDS no-change
+syncs: jobs of 1 to 5 s would otherwise finish during the round that launches the last
+exports, and no sync of all of them would be without change.
 
-    COUNT=3 MODE=own python bench/bench_many.py     (testbed up, as root; default 20, lease)
+How the exports run at the site: in one lease (`lease create`: one collector and
+negotiator, 3 pilots of one node x 2 cores), then COUNT exports with `--lease NAME`, each
+with only its own schedd; and, for comparison, COMPARE exports each with a pool of its
+own (schedd, collector and negotiator in an Apptainer instance, its own pilot of one
+core). Both work on the testbed; measured once, 20 of each (2 cores, 3 nodes of 2 cores):
 
-or by `make bench` (section "many"). Bounded: the rounds stop after ROUNDS_TIMEOUT_S.
+    20 in one lease: all imported in 160 s, 3 pilot jobs, at most 107 processes and
+    1,218 MiB at the site, no-change sync 0.79 s
+    20 with pools of their own: all imported in 206 s, 20 pilot jobs, at most 224
+    processes and 2,804 MiB at the site (with only 6 of the 20 pilots running at a time),
+    no-change sync 0.59 s
+
+A site admin running 20 exports at once uses the lease: one central manager and a few
+pilot jobs in the batch queue instead of 20 of each (on a real site every pilot waits in
+the queue on its own, and a pilot of one export idles while the others' jobs wait), and
+each export costs the login node one schedd rather than a whole pool. The lease's one
+pilot of 3 whole nodes waited for nodes other work held; 3 pilots of one node each start
+as nodes free up. A sync while a lease is open also asks the site for the lease's own
+status and the local schedd for jobs opted into a lease: its no-change sync takes a
+little longer.
+
+    python bench/bench_many.py                   (testbed up, as root)
+    COUNT=3 COMPARE=0 python bench/bench_many.py (a quick run while developing)
+    COUNT=20 MODE=own python bench/bench_many.py (20 with pools of their own only)
+
+or by `make bench` / `python bench/run.py many`. Bounded: the rounds stop after
+ROUNDS_TIMEOUT_S; the lease run of 20 and the comparison take about 4 minutes.
 """
 
 from __future__ import annotations
@@ -36,6 +56,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -53,6 +74,8 @@ MFA_PORT = 2223
 COUNT = int(os.environ.get("COUNT", "20"))
 #: Exports of the comparison run with a pool of their own each (0: none).
 COMPARE = int(os.environ.get("COMPARE", "3"))
+#: "own": only a run of COUNT exports with a pool each (what the comparison measures).
+MODE = os.environ.get("MODE", "lease")
 JOBS = 3
 ROUNDS_TIMEOUT_S = 480
 #: No-change syncs measured while every export is launched and its pilots wait (held).
@@ -284,6 +307,10 @@ def clean_up(run: Run) -> list[str]:
         left += journey.site_leftovers(f"lease-{run.lease}", lease_dir)
         if journey.site_path(lease_dir).exists():
             left.append(f"directory {lease_dir}")
+            agent = f"{lease_dir}/agent.pyz"
+            journey.site_run(f"test -f {agent} && python3 {agent} lease-stop {lease_dir}; "
+                             f"python3 {agent} remove {lease_dir}; rm -rf {lease_dir}",
+                             check=False)  # fmt: skip
     return left
 
 
@@ -338,6 +365,7 @@ def run_mode(work: Path, mode: str, count: int) -> dict:
         master_after = master_pid(state)
     finally:
         left = clean_up(job)
+        print(f"[many] left at the site after cleanup: {left or 'nothing'}", flush=True)
         if not outcome:
             remove_jobs(job.clusters)
         logins = authentications() - logins_before
@@ -364,6 +392,8 @@ def run_mode(work: Path, mode: str, count: int) -> dict:
 def run(work: Path) -> dict:
     """COUNT exports in one lease; then, for comparison, COMPARE with a pool each."""
     os.environ.setdefault("LUMBERJACK_TESTBED_DIR", str(testbed.testbed_dir()))
+    if MODE == "own":
+        return run_mode(work / "own", "own", COUNT)
     results = run_mode(work / "lease", "lease", COUNT)
     if COMPARE:
         results["own_pools"] = run_mode(work / "own", "own", COMPARE)
@@ -375,22 +405,41 @@ def _per_export(r: dict) -> str:
     if not cost:
         return "not measured"
     n = r["exports"]
-    return (f"{cost['processes']} processes ({cost['condor_daemons']} HTCondor daemons), "
-            f"{cost['rss_mib']} MiB resident: {cost['processes'] / n:.1f} processes and "
-            f"{cost['rss_mib'] / n:.0f} MiB per export")  # fmt: skip
+    return (f"{cost['processes']} processes ({cost['condor_daemons']} of them HTCondor "
+            f"daemons) and {cost['rss_mib']} MiB resident, {cost['processes'] / n:.1f} "
+            f"processes and {cost['rss_mib'] / n:.0f} MiB per export")  # fmt: skip
+
+
+def _fill(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=90)
 
 
 def _compare(r: dict) -> str:
     own = r.get("own_pools")
     if not own:
         return ""
-    return f"""
-For comparison, {own["exports"]} exports each with a pool of its own (its own schedd,
-collector and negotiator in an Apptainer instance, its own pilot of one core), driven the
-same way: all imported in {own["seconds"]} s in {own["rounds"]} rounds, no-change sync
-{own["no_change_sync_s"]} s, outputs wrong {len(own["outputs_wrong"])}, errors
-{len(own["errors"])}, contention {len(own["contention"])}; at the site {_per_export(own)}.
-"""
+    return (
+        _fill(f"""For comparison, {own["exports"]} exports each with a pool of its own (its
+        own schedd, collector and negotiator in an Apptainer instance, its own pilot of one
+        core), driven the same way: all imported in {own["seconds"]} s in {own["rounds"]}
+        rounds, no-change sync {own["no_change_sync_s"]} s, {own["pilots_released"]} pilots,
+        outputs wrong {len(own["outputs_wrong"])}, errors {len(own["errors"])}, contention
+        {len(own["contention"])}; at the site at most {_per_export(own)}. Both ways work on
+        the testbed (20 pools of their own were measured once too: see bench/bench_many.py);
+        a site admin running 20 exports at once uses the lease: one central manager and 3
+        pilot jobs in the batch queue instead of 20 of each; an export with a pool of its
+        own costs {_ratio(own, r, "processes")} the processes and {_ratio(own, r, "rss_mib")}
+        the memory at the site of one in the lease; and every export's jobs start on pilots
+        already running instead of each waiting for its own.""")
+        + "\n"
+    )
+
+
+def _ratio(own: dict, lease: dict, key: str) -> str:
+    a, b = own.get("site_cost") or {}, lease.get("site_cost") or {}
+    if not a.get(key) or not b.get(key):
+        return "(not measured)"
+    return f"{(a[key] / own['exports']) / (b[key] / lease['exports']):.1f}x"
 
 
 def markdown(r: dict) -> str:
@@ -399,28 +448,35 @@ def markdown(r: dict) -> str:
     rounds = r["sync_rounds"]
     slowest = max(rounds, key=lambda x: x["seconds"]) if rounds else {"seconds": 0, "round": "-"}
     spread = "–".join(str(x) for x in r["no_change_range_s"]) or "—"
+    launching = " (the one that ships and launches them all)" if slowest["round"] == "1" else ""
+    intro = _fill(f"""{r["exports"]} clusters of {r["jobs_per_export"]} jobs (1 to 5 s, inputs
+        and remapped outputs), each exported as its own export to `{r["site"]}` (the
+        testbed's MFA sshd: key and a one-time code) into one lease (`lease create`: one
+        collector and negotiator, 3 pilots of one node x 2 cores), each export with only its
+        own schedd. One `condor_lumberjack login`, then plain `sync --json` rounds one after
+        the other, as cron runs them, until every export was imported (bench/bench_many.py).
+        The pilots are submitted held (`#SBATCH --hold` in a copy of the profile: a busy
+        queue) and released after {r["no_change_syncs"]} no-change syncs, so that every
+        export is launched and none can finish while they are timed.""")
+    seen = _fill(f"""Start to all imported: {r["seconds"]} s in {r["rounds"]} sync rounds;
+        the slowest round, {slowest["seconds"]} s, was round {slowest["round"]}{launching}.
+        The no-change syncs took {spread} s, each with
+        {r["no_change_logins"]} new logins; one SSH master carried the whole section:
+        {r["one_master"]}. Outputs checked byte for byte: {r["outputs_checked"]} files, wrong
+        {len(r["outputs_wrong"])}. Errors in answers or on stderr: {len(r["errors"])}; lock
+        or busy contention: {len(r["contention"])}. At the site at most {_per_export(r)}.
+        Left at the site after cleanup: {"; ".join(r["leftovers"]) or "nothing"}.""")
     return f"""## Many exports at once: {r["exports"]} exports at one site through one login
 
-{r["exports"]} clusters of {r["jobs_per_export"]} jobs (1 to 5 s, inputs and remapped outputs),
-each exported as its own export to `{r["site"]}` (the testbed's MFA sshd: key and a
-one-time code) into one lease (`lease create`: one collector and negotiator, 3 pilots of
-one node x 2 cores), each export with only its own schedd. One `condor_lumberjack login`,
-then plain `sync --json` rounds one after the other, as cron runs them, until every
-export was imported (bench/bench_many.py).
+{intro}
 
 | measure | today | goal (issue P10) | ratio |
 |---|---:|---:|---:|
 | logins for the whole section | {r["logins"]} | {GOAL_LOGINS} | {r["logins"] / GOAL_LOGINS:.2f}x |
 | no-change `sync` of all {r["exports"]} (median) | {quiet} s | {GOAL_SECONDS:g} s | {ratio} |
 
-Start to all imported: {r["seconds"]} s in {r["rounds"]} sync rounds; the slowest round,
-{slowest["seconds"]} s, was round {slowest["round"]}. {r["no_change_syncs"]} rounds found
-every export launched at the site and changed nothing: {spread} s, each with
-{r["no_change_logins"]} new logins; one SSH master carried the whole section:
-{r["one_master"]}. Outputs checked byte for byte: {r["outputs_checked"]} files, wrong
-{len(r["outputs_wrong"])}. Errors in answers or on stderr: {len(r["errors"])}; lock or busy
-contention: {len(r["contention"])}. At the site at most: {_per_export(r)}. Left at the site
-after cleanup: {"; ".join(r["leftovers"]) or "nothing"}.
+{seen}
+
 {_compare(r)}"""
 
 
