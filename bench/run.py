@@ -14,12 +14,14 @@
   (bench/bench_sync.py).
 - `run --wait` end to end, 200 jobs of 1 s on the 3-node testbed site, against the ideal
   (bench/bench_run.py).
+- many exports at once: 20 exports (in one lease) driven by `sync` rounds through one
+  MFA login, every output checked, the no-change sync of all 20 timed (bench/bench_many.py).
 
 Results go to BENCHMARKS.md (and bench/results/latest.json). Timings on a shared machine
 are noisy: read the ratios, not the seconds.
 
     python bench/run.py [SECTION ...]     SECTION: export log shipping launch sync run
-                                          (default: all)
+                                          many (default: all)
 
 A section left out keeps its part of BENCHMARKS.md as it was.
 """
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_export_import  # noqa: E402
 import bench_jobqueuelog  # noqa: E402
 import bench_launch  # noqa: E402
+import bench_many  # noqa: E402
 import bench_run  # noqa: E402
 import bench_shipping  # noqa: E402
 import bench_sync  # noqa: E402
@@ -56,9 +59,9 @@ def owned_dir(path: Path) -> Path:
     return path
 
 
-SECTIONS = ("export", "log", "shipping", "launch", "sync", "run")
+SECTIONS = ("export", "log", "shipping", "launch", "sync", "run", "many")
 #: The sections that need the testbed up.
-ON_TESTBED = {"export", "shipping", "launch", "sync", "run"}
+ON_TESTBED = {"export", "shipping", "launch", "sync", "run", "many"}
 # The BENCHMARKS.md headings each section writes (kept as they were when it is not run).
 HEADINGS = {
     "export": ("## Export", "## Import", "## Peak memory"),
@@ -67,11 +70,12 @@ HEADINGS = {
     "launch": ("## Launch",),
     "sync": ("## Sync",),
     "run": ("## run --wait",),
+    "many": ("## Many exports",),
 }
 
 
 #: The keys of each section's results (bench/results/latest.json).
-RESULT_KEYS = ("export", "job_queue_log", "shipping", "launch", "sync", "run")
+RESULT_KEYS = ("export", "job_queue_log", "shipping", "launch", "sync", "run", "many")
 
 
 def main(argv: list[str]) -> int:
@@ -88,8 +92,10 @@ def main(argv: list[str]) -> int:
         "sections": sections,
     }
     if ON_TESTBED & set(sections):
-        started_here = not testbed.ACCESS_POINT.is_running()
-        os.environ.update(testbed.up())
+        # A testbed already up (shared with others) is used as it is; one started here
+        # is stopped afterwards.
+        started_here = not (testbed.ACCESS_POINT.is_running() and testbed.site().is_running())
+        os.environ.update(testbed.up() if started_here else testbed.env())
         os.environ["PYTHONPATH"] = str(ROOT)
         work = owned_dir(testbed.testbed_dir() / "work" / "bench")
         os.environ["LUMBERJACK_STATE_DIR"] = str(testbed.root_state_dir("bench"))
@@ -104,6 +110,8 @@ def main(argv: list[str]) -> int:
                 results["sync"] = bench_sync.run(work / "sync")
             if "run" in sections:
                 results["run"] = bench_run.run(work / "run")
+            if "many" in sections:
+                results["many"] = bench_many.run(work / "many")
         finally:
             if started_here:
                 testbed.down()
@@ -123,6 +131,16 @@ def main(argv: list[str]) -> int:
     print(json.dumps(results, indent=1))
     print(targets.markdown(results, (ROOT / "BENCHMARKS.md").read_text()))
     return 0
+
+
+def old_target_rows() -> dict[str, str]:
+    """The rows of the current BENCHMARKS.md's targets table, by id ("P6" -> its line):
+    a section not rerun keeps its row as it keeps its text, raw results or not."""
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text() if path.exists() else ""
+    rows = re.findall(r"^\| (P\d+) \|.*\|$", text, re.MULTILINE)
+    lines = re.findall(r"^\| P\d+ \|.*\|$", text, re.MULTILINE)
+    return dict(zip(rows, lines))
 
 
 def old_blocks(headings: tuple[str, ...]) -> str:
@@ -182,9 +200,9 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
         parts["sync"] = bench_sync.markdown(results["sync"]) + "\n"
     if "run" in results:
         parts["run"] = bench_run.markdown(results["run"]) + "\n"
-    path = ROOT / "BENCHMARKS.md"
-    earlier = path.read_text() if path.exists() else ""
-    body = targets.markdown(results, earlier) + "".join(
+    if "many" in results:
+        parts["many"] = bench_many.markdown(results["many"]) + "\n"
+    body = targets.markdown(results, old_target_rows()) + "".join(
         parts.get(s) or old_blocks(HEADINGS[s]) for s in SECTIONS
     )
     body = _PROFILE_DIRS.sub("", body)
@@ -195,7 +213,7 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
 Measured by `make bench` (sections: {ran}) on {results["date"]} ({results["machine"]}),
 on the testbed's real HTCondor schedd. Machines are shared and noisy: compare the ratios,
 not the seconds. Rerun everything with `make bench`, or some sections with
-`python bench/run.py export log` (export, log, shipping, launch, sync, run; a section not
+`python bench/run.py export log` (export, log, shipping, launch, sync, run, many; a section not
 rerun keeps its text below); raw numbers in bench/results/latest.json (not committed).
 
 {body.rstrip()}

@@ -1,4 +1,4 @@
-"""The issue's targets (P1 ... P9) as one table: today's figure, the goal, and the ratio
+"""The issue's targets (P1 ... P10) as one table: today's figure, the goal, and the ratio
 that decides it, from one bench run's results (bench/run.py). A row whose section was not
 run says so instead of guessing."""
 
@@ -96,30 +96,42 @@ def _p9(r: dict) -> Row | None:
             _met(worst <= 1024))  # fmt: skip
 
 
+def _p10(r: dict) -> Row | None:
+    many = r.get("many")
+    if not many or many.get("no_change_sync_s") is None:
+        return None
+    exact = many["outputs_checked"] and not many["outputs_wrong"]
+    clean = not many["errors"] and not many["contention"]
+    today = (
+        f"{many['logins']} login, {many['no_change_sync_s']:.2f} s; outputs "
+        f"{'exact' if exact else 'WRONG'}, {len(many['errors']) + len(many['contention'])} "
+        f"errors ({many['exports']} exports)"
+    )
+    met = many["logins"] == 1 and many["no_change_sync_s"] <= 3 and exact and clean
+    return ("P10", "20 exports at once at one site, one login, `sync` rounds", today,
+            "1 login, exact, 0 lock errors, no-change `sync` ≤ 3 s",
+            _met(met and many["exports"] >= 20))  # fmt: skip
+
+
 def _met(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
 ROWS: tuple[tuple[str, Callable[[dict], Row | None]], ...] = (
     ("export", _p1), ("log", _p2), ("shipping", _p3), ("launch", _p5), ("sync", _p6),
-    ("export", _p7), ("run", _p8), ("export", _p9),
+    ("export", _p7), ("run", _p8), ("export", _p9), ("many", _p10),
 )  # fmt: skip
 
 
-def markdown(results: dict, earlier: str = "") -> str:
-    """The targets table; a row whose section is not in `results` is kept as the
-    `earlier` BENCHMARKS.md text has it (its figures are that section's, kept too)."""
-    kept = {
-        line.split("|")[1].strip(): line
-        for line in earlier.splitlines()
-        if line.startswith("| P") and line.count("|") >= 6
-    }
+def markdown(results: dict, kept: dict[str, str] | None = None) -> str:
+    """The table; a row whose section is not in `results` is its line in `kept` (the
+    table as it was, by id), if there."""
     lines = ["| id | measure | today | goal | verdict |", "|---|---|---:|---:|---|"]
     for section, row_of in ROWS:
         row = row_of(results)
         ident = row_of.__name__.lstrip("_").upper()
-        if row is None and ident in kept and "not in these results" not in kept[ident]:
-            lines.append(kept[ident])
+        if row is None and ident in (kept or {}):
+            lines.append((kept or {})[ident])
             continue
         if row is None:
             row = (ident, f"(section `{section}` not in these results)", "—", "—", "—")

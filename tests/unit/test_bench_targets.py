@@ -1,0 +1,48 @@
+"""The benchmarks' targets table (bench/targets.py): a row whose section was not rerun
+keeps its line from the table as it was; the many-exports row (P10) is met only when
+every part of the issue's target is."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import targets  # noqa: E402
+
+OLD_P6 = "| P6 | no-change `sync`, 50 exports | 1 login, 0.95 s (50 exports) | x | met |"
+
+
+def many(**changes: object) -> dict:
+    good = {"exports": 20, "logins": 1, "no_change_sync_s": 0.8, "outputs_checked": 200,
+            "outputs_wrong": [], "errors": [], "contention": []}  # fmt: skip
+    return {"many": {**good, **changes}}
+
+
+def row(text: str, ident: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| {ident} |"))
+
+
+def test_a_section_not_rerun_keeps_its_row_and_one_never_measured_says_so() -> None:
+    text = targets.markdown(many(), {"P6": OLD_P6})
+    assert row(text, "P6") == OLD_P6
+    assert "(section `export` not in these results)" in row(text, "P1")
+    assert row(text, "P10").endswith("| met |")
+
+
+def test_the_many_row_is_met_only_when_every_part_is() -> None:
+    for bad in (
+        {"logins": 2},
+        {"no_change_sync_s": 3.5},
+        {"outputs_wrong": ["many-1-00: out.0 differs or is missing"]},
+        {"errors": ["sync 3: exit 1"]},
+        {"contention": ["sync 2: export 'x' is being worked on by another lumberjack"]},
+        {"exports": 3},
+    ):
+        assert row(targets.markdown(many(**bad)), "P10").endswith("| **not met** |"), bad
+
+
+def test_a_rerun_section_replaces_its_kept_row() -> None:
+    old = "| P10 | old | old | old | **not met** |"
+    assert row(targets.markdown(many(), {"P10": old}), "P10") != old
