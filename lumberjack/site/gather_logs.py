@@ -31,6 +31,7 @@ from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.classad_text import int_or_none, is_true, unquote_string
+from lumberjack.core.contract import LaunchPlan
 from lumberjack.core.jobstatus import JobStatus, status_of, word_of
 
 LOGS_DIR = "site-logs"  # in the export's directory at the site
@@ -236,14 +237,14 @@ def mentions(log: Path, wanted: set[str], into: dict[str, Excerpt]) -> None:
 # ---- gathering ---------------------------------------------------------------------------
 
 
-def gather(root: str, plan: dict[str, Any] | None) -> dict[str, Any]:
+def gather(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
     """Write EXPORT/site-logs/ afresh from the export's logs; what was written."""
     export = Path(root)
     out = export / LOGS_DIR
     shutil.rmtree(out, ignore_errors=True)
     (out / PILOTS).mkdir(parents=True, mode=0o700)
     (out / JOBS).mkdir(mode=0o700)
-    joined = bool(plan and plan.get("lease"))
+    joined = bool(plan and plan.lease)
     fates = outcomes(export / "spool")
     wrong = {job for job, (_, bad) in fates.items() if bad}
     found = _excerpts(export, fates, wrong, joined)
@@ -270,7 +271,7 @@ def gather(root: str, plan: dict[str, Any] | None) -> dict[str, Any]:
             "bytes": TOTAL_MAX - budget[0]}  # fmt: skip
 
 
-def gather_safely(root: str, plan: dict[str, Any] | None) -> dict[str, Any]:
+def gather_safely(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
     """`gather` for the agent's `stop`, once the logs are final: a failure says why and
     never fails the stop."""
     try:

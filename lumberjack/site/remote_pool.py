@@ -1,7 +1,8 @@
-"""The remote pool at a site: where its files live, and the HTCondor configs it runs with.
+"""The remote pool at a site: the HTCondor configs and node scripts it runs with.
 
-One export = one directory at the site (`<base_dir>/<export name>/`) that holds
-everything, so that `cleanup` is one `rm -r` and two exports never share state:
+One export = one directory at the site (`<base_dir>/<export name>/`, its paths are
+core/contract.ExportLayout) that holds everything, so that `cleanup` is one `rm -r` and
+two exports never share state:
 
     bundle/      the shipped bundle (manifest.json, spool/ as it left the access point)
     spool/       the remote schedd's SPOOL (= the manifest's remote_spool)
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from pathlib import PurePosixPath
 
+from lumberjack.core.contract import ExportLayout
 from lumberjack.core.slot_ad import PILOT_ATTR, RETIRE_ATTR, RETIRE_START
 from lumberjack.site.batch import BatchSystem
 from lumberjack.site.gpus import passthrough_args, startd_gpu_lines
@@ -43,77 +44,6 @@ PILOT_AUTHZ = ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
 #: Where HTCondor's Debian and upstream packages put their helper programs (in the site
 #: image; runtime "none" points into its shipped release instead).
 RELEASE_LINES = SYSTEM_RELEASE_LINES
-
-
-@dataclass(frozen=True)
-class ExportLayout:
-    """Paths of one export's directory at the site."""
-
-    root: str  # absolute: <base_dir>/<export name>
-
-    def _path(self, *parts: str) -> str:
-        return str(PurePosixPath(self.root, *parts))
-
-    @property
-    def name(self) -> str:
-        return PurePosixPath(self.root).name
-
-    @property
-    def bundle(self) -> str:
-        return self._path("bundle")
-
-    @property
-    def launch_plan(self) -> str:
-        """launch.json: what the access point asks the agent to launch (its one writer)."""
-        return self._path("launch.json")
-
-    @property
-    def spool(self) -> str:
-        return self._path("spool")
-
-    @property
-    def pool(self) -> str:
-        return self._path("pool")
-
-    @property
-    def pool_local(self) -> str:
-        return self._path("pool", "local")
-
-    @property
-    def pool_config(self) -> str:
-        return self._path("pool", "condor_config")
-
-    @property
-    def pool_state(self) -> str:
-        return self._path("pool", "state.json")
-
-    @property
-    def master_pid(self) -> str:
-        return self._path("pool", "master.pid")
-
-    @property
-    def pilots(self) -> str:
-        return self._path("pilots")
-
-    @property
-    def pilot_config(self) -> str:
-        return self._path("pilots", "condor_config")
-
-    @property
-    def pilot_tokens(self) -> str:
-        return self._path("pilots", "tokens.d")
-
-    @property
-    def node_script(self) -> str:
-        return self._path("pilots", "node.sh")
-
-    @property
-    def pilot_list(self) -> str:
-        return self._path("pilots", "submitted.json")
-
-    @property
-    def agent(self) -> str:
-        return self._path("agent.pyz")
 
 
 @dataclass(frozen=True)
@@ -326,7 +256,7 @@ MAIL = /bin/true
 def _job_images_spool(settings: PoolSettings) -> str | None:
     """The spool whose shipped images the pilots' jobs may run in: their export's. A
     lease's pilots serve several exports (owners) and see none of their directories."""
-    if settings.layout.name.startswith(LEASE_PREFIX):
+    if settings.layout.is_lease:
         return None
     return settings.layout.spool
 
@@ -622,13 +552,6 @@ fi
 # A lease's directory (`<base_dir>/lease-<NAME>/`, an ExportLayout without bundle or
 # spool) holds a pool of collector + negotiator and the pilots' files; an export that
 # joins it runs only its own schedd, which reports to the lease's collector.
-
-#: The directory name of lease NAME under the site's base_dir.
-LEASE_PREFIX = "lease-"
-
-
-def lease_dir_name(name: str) -> str:
-    return f"{LEASE_PREFIX}{name}"
 
 
 def lease_config(settings: PoolSettings) -> str:

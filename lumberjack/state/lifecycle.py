@@ -14,7 +14,6 @@ running, fetching again re-verifies what came back. sync.py takes exports throug
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import shlex
@@ -27,10 +26,10 @@ from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
+from lumberjack.core.contract import ExportLayout, to_json
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.profiles.sites import check_not_retired
-from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state import phases
 from lumberjack.state.isolation_guard import check_isolation
 from lumberjack.state.ledger import ExportRecord, Ledger
@@ -131,7 +130,7 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
-        site.conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan,
+        site.conn.put_bytes(to_json(plan).encode(), layout.launch_plan,
                             0o600)  # fmt: skip
         crash_point("launch.after-plan")
         answer = site.agent(layout, "launch")

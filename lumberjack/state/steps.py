@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.core import crashpoints
+from lumberjack.core.contract import ExportLayout, lease_dir_name
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.sites import SiteProfile, find_profile
-from lumberjack.site.remote_pool import ExportLayout, lease_dir_name
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 

@@ -126,7 +126,8 @@ def test_the_agent_zipapp_renders_pilots_from_its_own_template(tmp_path: Path) -
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "from lumberjack.site.batch import PilotSpec, get_batch_system;"
         "import lumberjack.site.batch.base as base; assert base.__file__.startswith(sys.argv[1]);"
-        "spec = PilotSpec('lj-a', 1, 1, 0, 0, 60, 'true', 'true', 0, '/tmp');"
+        "spec = PilotSpec(1, 1, 0, 0, 60, 0, name='lj-a', node_command='true',"
+        " retire_command='true', output_dir='/tmp');"
         "print(get_batch_system('pbs').render_pilot_script(spec))"
     )
     result = subprocess.run(
