@@ -32,7 +32,10 @@ from lumberjack.site.batch import BatchSystem
 from lumberjack.site.gpus import passthrough_args, startd_gpu_lines
 from lumberjack.site.job_container import job_container_lines
 from lumberjack.site.runtime import SYSTEM_RELEASE_LINES, ContainerRuntime, get_runtime
+from lumberjack.site.templating import render
 
+#: The directory of this module's template files (package data, shipped in the zipapp).
+TEMPLATES = "templates"
 #: Identity the pilots' token carries (`pilot@<trust domain>`).
 PILOT_IDENTITY = "pilot"
 #: Authorizations the pilots' token is limited to: what a startd and its master send
@@ -297,8 +300,12 @@ def node_script(
     memory_mb: int,
     walltime_s: int,
     retire_s: int,
+    head: str = "",
+    head_end: str = "",
 ) -> str:
-    """node.sh: started once per node by a pilot of `batch`; runs one startd until it exits.
+    """node.sh (templates/node.sh.tmpl): started once per node by a pilot of `batch`;
+    runs one startd until it exits. `head` and `head_end`: what the head node of an
+    allocation runs before its startd and after it (see allocation_node_script).
 
     The startd's name holds the pilot's job id and the node's name, from the variables
     `batch` sets on every node (the shell's PID and `hostname -s` where it sets none).
@@ -309,71 +316,25 @@ def node_script(
     node.sh turns its own startd off peacefully, through the node-local FS
     authentication. TERM stops it at once.
     """
-    layout = settings.layout
-    memory = str(memory_mb) if memory_mb > 0 else _NODE_MEMORY
     # The node's own master: it stops the startd peacefully (running jobs finish),
     # then exits itself, which ends node.sh.
     local_off = _in_image(
-        settings,
-        "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS",
-        "condor_off",
-        "-peaceful",
-        "-master",
-        "-addr",
-        '"$(head -n 1 "$LJ_NODE_DIR/log/.master_address")"',
-    )
+        settings, "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS", "condor_off", "-peaceful",
+        "-master", "-addr", '"$(head -n 1 "$LJ_NODE_DIR/log/.master_address")"',
+    )  # fmt: skip
     node = "$(hostname -s)"
     if batch.NODE_NAME_ENV:
         node = f"${{{batch.NODE_NAME_ENV}:-{node}}}"
-    return f"""#!/bin/bash
-# condor_lumberjack: one startd on this node, run the site's way ({settings.runtime.NAME}).
-set -u
-pilot=${{{batch.JOB_ID_ENV}:-$$}}
-node={node}
-export LJ_PILOT_ID="${{pilot%%.*}}"
-export LJ_NODE_ID="pilot-$LJ_PILOT_ID-$node"
-export LJ_NODE_DIR={shlex.quote(layout.pilots)}/nodes/$LJ_NODE_ID
-export LJ_CPUS={cores}
-export LJ_MEMORY_MB={memory}
-export LJ_RETIRE_TIME=$(( $(date +%s) + {walltime_s} - {retire_s} ))
-mkdir -p "$LJ_NODE_DIR"/log "$LJ_NODE_DIR"/lock "$LJ_NODE_DIR"/run "$LJ_NODE_DIR"/execute \\
-    "$LJ_NODE_DIR"/spool
-
-# retire and stop run from traps, which shellcheck does not follow.
-# shellcheck disable=SC2329
-retire() {{
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: retiring (no new jobs; running ones finish)"
-    {local_off} || true
-}}
-# shellcheck disable=SC2329
-stop() {{
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: stopping"
-    kill -TERM "$master" 2>/dev/null
-}}
-
-{_in_image(settings, "condor_master", "-f")} &
-master=$!
-retired=0
-# shellcheck disable=SC2329
-retire_once() {{
-    if [ "$retired" = 0 ]; then retired=1; retire; fi
-}}
-trap retire_once USR1
-trap stop TERM INT
-# The pilot retires its nodes by a mark on the shared filesystem (see retire_command);
-# USR1 sent to this script alone does the same. Poll until the master is gone; `wait`
-# on the sleep returns early when a trapped signal arrives.
-retire_mark={shlex.quote(retire_dir(layout))}/"$LJ_PILOT_ID"
-while kill -0 "$master" 2>/dev/null; do
-    if [ -e "$retire_mark" ]; then retire_once; fi
-    sleep {RETIRE_POLL_S} &
-    wait $!
-done
-# The master is gone; bash still holds its exit status.
-wait "$master" 2>/dev/null
-status=$?
-exit "$status"
-"""
+    return render(
+        __package__, f"{TEMPLATES}/node.sh.tmpl",
+        runtime=settings.runtime.NAME, job_id_env=batch.JOB_ID_ENV, node=node,
+        pilots_dir=shlex.quote(settings.layout.pilots), cores=cores,
+        memory=str(memory_mb) if memory_mb > 0 else _NODE_MEMORY,
+        walltime_s=walltime_s, retire_s=retire_s, local_off=local_off,
+        startd=_in_image(settings, "condor_master", "-f"),
+        retire_dir=shlex.quote(retire_dir(settings.layout)), retire_poll_s=RETIRE_POLL_S,
+        head=head, head_end=head_end,
+    )  # fmt: skip
 
 
 # ---- schedd placement "allocation": the pool on the pilot's first node ----------------
@@ -455,96 +416,34 @@ def allocation_node_script(
     login_address: str,
     token_lifetime_s: int,
 ) -> str:
-    """node.sh for placement "allocation": node_script, plus on the head the pool (before
-    the startd) and its orderly end (after the last startd of the pilot is gone)."""
-    text = node_script(
-        settings, batch=batch, cores=cores, memory_mb=memory_mb,
-        walltime_s=walltime_s, retire_s=retire_s,
-    )  # fmt: skip
+    """node.sh for placement "allocation": node_script, plus on the head the pool before
+    the startd (templates/node-head.sh.tmpl) and its orderly end after the last startd
+    of the pilot is gone (templates/node-head-end.sh.tmpl)."""
     layout = settings.layout
     q = shlex.quote
-    spool, tokens = q(layout.spool), q(layout.pilot_tokens)
-    address_file = q(collector_file(layout))
     authz = " ".join(f"-authz {a}" for a in PILOT_AUTHZ)
-    pool = _in_image_pool(settings, "condor_master", "-f")
     mint = _in_image_pool(
         settings, "condor_token_create", "-identity", q(settings.pilot_identity),
         "-lifetime", str(int(token_lifetime_s)), authz,
     )  # fmt: skip
-    startds = _in_image_pool(settings, "condor_status", "-startd", "-af", "Name")
-    head = f"""# Schedd placement "allocation": the first node to claim the pilot runs the pool.
-head_master=
-if mkdir -p {q(heads_dir(layout))} && mkdir {q(heads_dir(layout))}/"$LJ_PILOT_ID" 2>/dev/null
-then
-    {HEAD_ADDRESS_ENV}=$({_ROUTE_ADDRESS} {q(login_address)})
-    {HEAD_PORT_ENV}=$({_FREE_PORT} "${HEAD_ADDRESS_ENV}")
-    {HEAD_RUN_ENV}=$(mktemp -d "${{TMPDIR:-/tmp}}/lj-head.XXXXXX")
-    export {HEAD_ADDRESS_ENV} {HEAD_PORT_ENV} {HEAD_RUN_ENV}
-    mkdir -p "${HEAD_RUN_ENV}"/run "${HEAD_RUN_ENV}"/lock
-    rm -f {spool}/.schedd_address
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: head; pool at ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}"
-    {pool} &
-    head_master=$!
-    waited=0
-    until [ -s {spool}/.schedd_address ]; do
-        if ! kill -0 "$head_master" 2>/dev/null || [ "$waited" -ge {HEAD_START_TIMEOUT_S} ]; then
-            echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no schedd; see {layout.pool_local}/log"
-            kill -TERM "$head_master" 2>/dev/null
-            exit 1
-        fi
-        sleep 1
-        waited=$((waited + 1))
-    done
-    if ! {{ (umask 077 && mkdir -p {tokens} && {mint} > {tokens}/pilot.new) &&
-        mv {tokens}/pilot.new {tokens}/pilot; }}; then
-        kill -TERM "$head_master"
-        exit 1
-    fi
-    echo "$LJ_PILOT_ID ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}" > {address_file}.new &&
-        mv {address_file}.new {address_file}
-fi
-# Every node: the collector its pilot's head announced (never an earlier pilot's).
-waited=0
-while :; do
-    owner= ; {COLLECTOR_ENV}=
-    if [ -s {address_file} ]; then read -r owner {COLLECTOR_ENV} < {address_file}; fi
-    if [ "$owner" = "$LJ_PILOT_ID" ]; then break; fi
-    if [ "$waited" -ge {HEAD_START_TIMEOUT_S} ]; then
-        echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no head announced a collector"
-        exit 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-done
-export {COLLECTOR_ENV}
-# shellcheck disable=SC2329
-stop() {{
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: stopping"
-    kill -TERM "$master" 2>/dev/null
-    if [ -n "$head_master" ]; then kill -TERM "$head_master" 2>/dev/null; fi
-}}
-
-"""
-    head_end = f"""if [ -n "$head_master" ]; then
-    # The pool stays until no startd of the pilot is left: the others may still run jobs.
-    while kill -0 "$head_master" 2>/dev/null; do
-        if names=$({startds} 2>/dev/null) && [ -z "$names" ]; then break; fi
-        sleep {RETIRE_POLL_S} &
-        wait $!
-    done
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no startd left; stopping the pool"
-    kill -TERM "$head_master" 2>/dev/null
-    wait "$head_master" 2>/dev/null
-    rm -rf "${HEAD_RUN_ENV}"
-fi
-"""
-    startd = _in_image(settings, "condor_master", "-f") + " &\nmaster=$!"
-    tail = 'status=$?\nexit "$status"\n'
-    if startd not in text or tail not in text:
-        raise AssertionError("node_script changed its shape; update allocation_node_script")
-    return text.replace(startd, head + startd).replace(
-        tail, "status=$?\n" + head_end + 'exit "$status"\n'
-    )
+    names = dict(address_env=HEAD_ADDRESS_ENV, port_env=HEAD_PORT_ENV, run_env=HEAD_RUN_ENV)
+    head = render(
+        __package__, f"{TEMPLATES}/node-head.sh.tmpl", **names,
+        heads_dir=q(heads_dir(layout)), route_address=_ROUTE_ADDRESS,
+        login_address=q(login_address), free_port=_FREE_PORT, spool=q(layout.spool),
+        pool=_in_image_pool(settings, "condor_master", "-f"), timeout_s=HEAD_START_TIMEOUT_S,
+        pool_local=layout.pool_local, tokens=q(layout.pilot_tokens), mint=mint,
+        address_file=q(collector_file(layout)), collector_env=COLLECTOR_ENV,
+    )  # fmt: skip
+    head_end = render(
+        __package__, f"{TEMPLATES}/node-head-end.sh.tmpl", run_env=HEAD_RUN_ENV,
+        startds=_in_image_pool(settings, "condor_status", "-startd", "-af", "Name"),
+        retire_poll_s=RETIRE_POLL_S,
+    )  # fmt: skip
+    return node_script(
+        settings, batch=batch, cores=cores, memory_mb=memory_mb, walltime_s=walltime_s,
+        retire_s=retire_s, head=head, head_end=head_end,
+    )  # fmt: skip
 
 
 # ---- leases: one central manager and its pilots, shared by the exports that join -------
