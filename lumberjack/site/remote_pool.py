@@ -96,82 +96,26 @@ class PoolSettings:
 
 def _security(settings: PoolSettings, client_methods: str) -> str:
     owner = settings.owner_identity
-    pilot = settings.pilot_identity
-    daemons = f"{owner} condor@{settings.trust_domain}"
-    return f"""UID_DOMAIN = {settings.trust_domain}
-TRUST_DOMAIN = {settings.trust_domain}
-SEC_DEFAULT_AUTHENTICATION = REQUIRED
-SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS
-SEC_CLIENT_AUTHENTICATION_METHODS = {client_methods}
-SEC_DEFAULT_ENCRYPTION = REQUIRED
-SEC_DEFAULT_INTEGRITY = REQUIRED
-# Nobody but the site account (local tools: FS) and this export's pilots (token); a
-# pilot may read and advertise its startd and master, nothing else.
-ALLOW_READ = {daemons} {pilot}
-ALLOW_WRITE = {daemons}
-ALLOW_DAEMON = {daemons}
-ALLOW_NEGOTIATOR = {daemons}
-ALLOW_ADMINISTRATOR = {daemons}
-ALLOW_CONFIG = {daemons}
-ALLOW_ADVERTISE_SCHEDD = {daemons}
-ALLOW_ADVERTISE_STARTD = {pilot}
-ALLOW_ADVERTISE_MASTER = {daemons} {pilot}
-# No DENY lists: a DENY at a level also denies every level it implies (DAEMON implies
-# ADVERTISE_STARTD), so the pilot's identity is simply absent from every other list."""
+    return render(
+        __package__, f"{TEMPLATES}/security.config.tmpl", domain=settings.trust_domain,
+        client_methods=client_methods, pilot=settings.pilot_identity,
+        daemons=f"{owner} condor@{settings.trust_domain}",
+    )  # fmt: skip
 
 
-def pool_config(settings: PoolSettings) -> str:
-    """condor_config of the schedd + collector + negotiator on the login node."""
+def pool_config(settings: PoolSettings, title: str = "") -> str:
+    """condor_config of the schedd + collector + negotiator on the login node
+    (templates/pool.config.tmpl); `title`: its first line's."""
     layout = settings.layout
     name = f"{layout.name}@{settings.trust_domain}"
-    return f"""# condor_lumberjack remote pool for export {layout.name} (written by the site agent)
-{settings.runtime.release_lines()}
-ETC = {layout.pool}
-LOCAL_DIR = {layout.pool_local}
-LOG = $(LOCAL_DIR)/log
-LOCK = $(LOCAL_DIR)/lock
-RUN = $(LOCAL_DIR)/run
-EXECUTE = $(LOCAL_DIR)/execute
-SPOOL = {layout.spool}
-DAEMON_SOCKET_DIR = $(RUN)
-DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR, SCHEDD
-MASTER_NAME = {name}
-SCHEDD_NAME = {name}
-COLLECTOR_NAME = condor_lumberjack {layout.name}
-CONDOR_HOST = {settings.address}
-NETWORK_INTERFACE = {settings.address}
-BIND_ALL_INTERFACES = FALSE
-ENABLE_IPV6 = FALSE
-USE_SHARED_PORT = TRUE
-SHARED_PORT_PORT = {settings.port}
-COLLECTOR_HOST = {settings.collector}
-SEC_PASSWORD_DIRECTORY = $(LOCAL_DIR)/passwords.d
-SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d
-SEC_TOKEN_DIRECTORY = $(LOCAL_DIR)/tokens.d
-{_security(settings, "FS, IDTOKENS")}
-# A startd advertises itself only with the pilots' token, never as the site account by FS
-# (on the testbed the pilots share the login node's host and filesystem).
-SEC_ADVERTISE_STARTD_AUTHENTICATION_METHODS = IDTOKENS
-# No cgroups or mail on a login node.
-BASE_CGROUP =
-CGROUP_MEMORY_LIMIT_POLICY = none
-MAIL = /bin/true
-# Quick cycles so that short jobs do not wait. A new startd is matched only by the next
-# negotiation cycle (nothing tells the negotiator it arrived): the interval is the wait
-# between a pilot's startd and its first job. This pool has one schedd and one slot ad
-# per pilot node (partitionable), so a cycle over even thousands of them takes well
-# under a second; NEGOTIATOR_CYCLE_DELAY keeps 2 s of quiet after each cycle however
-# long it ran, so a big pool's negotiator is never busy back to back.
-NEGOTIATOR_INTERVAL = 2
-NEGOTIATOR_CYCLE_DELAY = 2
-# A reschedule (the schedd has new idle jobs) may start a cycle 1 s after the last.
-NEGOTIATOR_MIN_INTERVAL = 1
-SCHEDD_INTERVAL = 10
-UPDATE_INTERVAL = 10
-# A killed pilot's startd says no goodbye: its ad goes after a minute without updates
-# (they come every 10 s), not 15, so its slot is not matched again meanwhile.
-CLASSAD_LIFETIME = 60
-{policy_caps(settings)}"""
+    return render(
+        __package__, f"{TEMPLATES}/pool.config.tmpl",
+        title=title or f"condor_lumberjack remote pool for export {layout.name}",
+        release_lines=settings.runtime.release_lines(), pool=layout.pool,
+        pool_local=layout.pool_local, spool=layout.spool, name=name, export=layout.name,
+        address=settings.address, port=settings.port, collector=settings.collector,
+        security=_security(settings, "FS, IDTOKENS"), policy_caps=policy_caps(settings),
+    )  # fmt: skip
 
 
 def policy_caps(settings: PoolSettings) -> str:
@@ -187,7 +131,8 @@ def policy_caps(settings: PoolSettings) -> str:
 
 
 def pilot_config(settings: PoolSettings) -> str:
-    """condor_config of the startds the pilots start (one per node).
+    """condor_config of the startds the pilots start, one per node
+    (templates/pilot.config.tmpl).
 
     Per-node values come from the environment node.sh sets: LJ_NODE_ID (unique name),
     LJ_NODE_DIR, LJ_CPUS, LJ_MEMORY_MB, LJ_PILOT_ID and LJ_RETIRE_TIME (epoch seconds
@@ -196,64 +141,17 @@ def pilot_config(settings: PoolSettings) -> str:
     containers = job_container_lines(
         settings.runtime_name, settings.image, _job_images_spool(settings), settings.gpu_vendor
     )
-    return f"""# condor_lumberjack pilot startd for export {settings.layout.name}
-{settings.runtime.release_lines()}
-ETC = {settings.layout.pilots}
-LOCAL_DIR = $ENV(LJ_NODE_DIR)
-LOG = $(LOCAL_DIR)/log
-LOCK = $(LOCAL_DIR)/lock
-RUN = $(LOCAL_DIR)/run
-EXECUTE = $(LOCAL_DIR)/execute
-SPOOL = $(LOCAL_DIR)/spool
-DAEMON_SOCKET_DIR = $(RUN)
-DAEMON_LIST = MASTER, STARTD
-# Several startds may share a host (and an address): unique names, ephemeral ports.
-MASTER_NAME = $ENV(LJ_NODE_ID)
-STARTD_NAME = $ENV(LJ_NODE_ID)
-USE_SHARED_PORT = FALSE
-ENABLE_IPV6 = FALSE
-COLLECTOR_HOST = {settings.collector}
-SEC_TOKEN_DIRECTORY = {settings.layout.pilot_tokens}
-SEC_TOKEN_SYSTEM_DIRECTORY = {settings.layout.pilot_tokens}
-{_security(settings, "FS, IDTOKENS")}
-# The node's own daemons (master -> startd -> starter: peaceful retirement, vacating)
-# prove themselves with FS, as the site account on this node: the node holds only the
-# pilots' token, never the key that would let a startd check a token. Towards the pool
-# on the login node FS fails on a real site (another machine) and IDTOKENS follows; the
-# pool accepts a startd's advertisement only with the pilots' token (see pool_config).
-# On a shared host a startd must not try a family session with login-node daemons.
-SEC_USE_FAMILY_SESSION = FALSE
-# One partitionable slot sized from the resource request.
-NUM_CPUS = $ENV(LJ_CPUS)
-MEMORY = $ENV(LJ_MEMORY_MB)
-NUM_SLOTS = 1
-NUM_SLOTS_TYPE_1 = 1
-SLOT_TYPE_1 = 100%
-SLOT_TYPE_1_PARTITIONABLE = TRUE
-# What the access point matched the jobs against (lumberjack/core/slot_ad.py).
-{PILOT_ATTR} = "$ENV(LJ_PILOT_ID)"
-{RETIRE_ATTR} = $ENV(LJ_RETIRE_TIME)
-STARTD_ATTRS = $(STARTD_ATTRS) {PILOT_ATTR} {RETIRE_ATTR}
-MASTER_ATTRS = $(MASTER_ATTRS) {PILOT_ATTR}
-# Retirement: no new job once the allocation is about to end, so none is cut off.
-START = {RETIRE_START}
-SUSPEND = FALSE
-PREEMPT = FALSE
-KILL = FALSE
-WANT_SUSPEND = FALSE
-WANT_VACATE = FALSE
-{startd_gpu_lines(settings.gpus, settings.gpu_vendor, settings.gpu_model, settings.simulate_gpus)}
-{containers}
-# Idle: no claim for this long and the startd (and so the pilot) ends.
-STARTD_NOCLAIM_SHUTDOWN = {settings.idle_shutdown_s}
-RUNBENCHMARKS = 0
-UPDATE_INTERVAL = 10
-STARTER_UPDATE_INTERVAL = 10
-BASE_CGROUP =
-CGROUP_MEMORY_LIMIT_POLICY = none
-MOUNT_UNDER_SCRATCH =
-MAIL = /bin/true
-"""
+    gpu_lines = startd_gpu_lines(
+        settings.gpus, settings.gpu_vendor, settings.gpu_model, settings.simulate_gpus
+    )
+    return render(
+        __package__, f"{TEMPLATES}/pilot.config.tmpl", export=settings.layout.name,
+        release_lines=settings.runtime.release_lines(), pilots=settings.layout.pilots,
+        collector=settings.collector, tokens=settings.layout.pilot_tokens,
+        security=_security(settings, "FS, IDTOKENS"), pilot_attr=PILOT_ATTR,
+        retire_attr=RETIRE_ATTR, retire_start=RETIRE_START, gpu_lines=gpu_lines,
+        containers=containers, idle_shutdown_s=settings.idle_shutdown_s,
+    )  # fmt: skip
 
 
 def _job_images_spool(settings: PoolSettings) -> str | None:
@@ -455,9 +353,8 @@ def allocation_node_script(
 
 def lease_config(settings: PoolSettings) -> str:
     """condor_config of a lease's central manager: pool_config without a schedd."""
-    return pool_config(settings).replace(
-        "condor_lumberjack remote pool for export", "condor_lumberjack lease pool", 1
-    ) + (
+    title = f"condor_lumberjack lease pool {settings.layout.name}"
+    return pool_config(settings, title=title) + (
         "# A lease: collector and negotiator only; each joined export runs its own schedd.\n"
         "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
     )
