@@ -98,6 +98,11 @@ class ExportLayout:
         return self._path("spool")
 
     @property
+    def schedd_address(self) -> str:
+        """The address file the schedd writes in SPOOL once it is up."""
+        return self._path("spool", ".schedd_address")
+
+    @property
     def pool(self) -> str:
         return self._path("pool")
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.classad_text import int_or_none, is_true, unquote_string
-from lumberjack.core.contract import LaunchPlan
+from lumberjack.core.contract import QUEUE_LOG, ExportLayout, LaunchPlan
 from lumberjack.core.jobstatus import JobStatus, status_of, word_of
 
 LOGS_DIR = "site-logs"  # in the export's directory at the site
@@ -126,7 +126,7 @@ def outcomes(spool: Path) -> dict[str, tuple[str, bool]]:
     """Per job: (the first line of its file, whether it went wrong), from the site's
     queue as the schedd left it."""
     found: dict[str, tuple[str, bool]] = {}
-    queue = spool / "job_queue.log"
+    queue = spool / QUEUE_LOG
     if not queue.is_file():
         return found  # stopped before any queue was placed
     for key, ad in jql.read_log(queue).items():
@@ -239,22 +239,22 @@ def mentions(log: Path, wanted: set[str], into: dict[str, Excerpt]) -> None:
 
 def gather(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
     """Write EXPORT/site-logs/ afresh from the export's logs; what was written."""
-    export = Path(root)
-    out = export / LOGS_DIR
+    layout = ExportLayout(root)
+    out = Path(root, LOGS_DIR)
     shutil.rmtree(out, ignore_errors=True)
     (out / PILOTS).mkdir(parents=True, mode=0o700)
     (out / JOBS).mkdir(mode=0o700)
     joined = bool(plan and plan.lease)
-    fates = outcomes(export / "spool")
+    fates = outcomes(Path(layout.spool))
     wrong = {job for job, (_, bad) in fates.items() if bad}
-    found = _excerpts(export, fates, wrong, joined)
+    found = _excerpts(layout, fates, wrong, joined)
     budget = [TOTAL_MAX]
     written = left_out = pilots = 0
     first = sorted(wrong, key=_job_order)
     for batch in ("wrong", "pilots", "rest"):
         if batch == "pilots":
             if not joined:
-                pilots = _pilot_tails(export / "pilots" / "out", out / PILOTS, budget)
+                pilots = _pilot_tails(Path(layout.pilot_output), out / PILOTS, budget)
             continue
         jobs = first if batch == "wrong" else sorted(set(fates) - wrong, key=_job_order)
         for job in jobs:
@@ -281,7 +281,7 @@ def gather_safely(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
 
 
 def _excerpts(
-    export: Path, fates: dict[str, tuple[str, bool]], wrong: set[str], joined: bool
+    layout: ExportLayout, fates: dict[str, tuple[str, bool]], wrong: set[str], joined: bool
 ) -> list[tuple[str, dict[str, Excerpt]]]:
     """(log name, job -> its excerpt) of every log read: the startds' unless `joined`,
     the pool's own for the jobs that went wrong."""
@@ -289,12 +289,12 @@ def _excerpts(
     starter: dict[str, Excerpt] = {}
     if not joined:
         sizes = {job: EXCERPT_MAX if job in wrong else BRIEF_MAX for job in fates}
-        for node in sorted((export / "pilots" / "nodes").glob("*/log")):
+        for node in sorted(Path(layout.pilots, "nodes").glob("*/log")):
             starters = startd_lines(node / "StartLog", sizes, startd)
             for log in sorted(node.glob("StarterLog.slot*")):
                 if not log.name.endswith(".old"):
                     starter_sections(log, starters, wrong, starter)
-    pool_log = export / "pool" / "local" / "log"
+    pool_log = Path(layout.pool_local, "log")
     shadow: dict[str, Excerpt] = {}
     schedd: dict[str, Excerpt] = {}
     mentions(pool_log / "ShadowLog", wrong, shadow)

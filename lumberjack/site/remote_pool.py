@@ -328,7 +328,8 @@ def allocation_node_script(
     head = render(
         __package__, f"{TEMPLATES}/node-head.sh.tmpl", **names,
         heads_dir=q(heads_dir(layout)), route_address=_ROUTE_ADDRESS,
-        login_address=q(login_address), free_port=_FREE_PORT, spool=q(layout.spool),
+        login_address=q(login_address), free_port=_FREE_PORT,
+        schedd_address=q(layout.schedd_address),
         pool=_in_image_pool(settings, "condor_master", "-f"), timeout_s=HEAD_START_TIMEOUT_S,
         pool_local=layout.pool_local, tokens=q(layout.pilot_tokens), mint=mint,
         address_file=q(collector_file(layout)), collector_env=COLLECTOR_ENV,

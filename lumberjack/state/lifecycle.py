@@ -26,7 +26,7 @@ from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
-from lumberjack.core.contract import ExportLayout, to_json
+from lumberjack.core.contract import QUEUE_LOG, ExportLayout, to_json
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.profiles.sites import check_not_retired
@@ -186,7 +186,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         crash_point("fetch.after-stop")
         if crashpoints.armed() == "fetch.mid-download":  # the outputs, not yet the queue
             site.conn.download(layout.spool, returned,
-                               exclude=(*FETCH_EXCLUDE, "job_queue.log"))  # fmt: skip
+                               exclude=(*FETCH_EXCLUDE, QUEUE_LOG))  # fmt: skip
             crash_point("fetch.mid-download")
         try:
             report = site.conn.download(layout.spool, returned,

@@ -157,7 +157,7 @@ class Pool:
                     f"{runtime.NAME} could not start the pool's container from "
                     f"{settings.image}: {exc}"
                 ) from None
-        address_file = ready or Path(layout.spool, ".schedd_address")
+        address_file = Path(ready or layout.schedd_address)
         address_file.unlink(missing_ok=True)
         self.in_pool(*runtime.master_command(layout.master_pid), runtime=runtime)
         deadline = time.monotonic() + SCHEDD_TIMEOUT_S
