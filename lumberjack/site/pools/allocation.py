@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lumberjack.core.contract import ALIVE
+from lumberjack.core.contract import ALIVE, PilotState
 from lumberjack.site import gather_logs, remote_pool
 from lumberjack.site.batch import BatchError
 from lumberjack.site.files import AgentError
@@ -68,7 +68,11 @@ class AllocationPool(Pool):
         return {"place": placed_now, "pool": {"started": False, "placement": "allocation"},
                 "pilots": pilots}  # fmt: skip
 
-    def status(self, known: Any = None, masters: Any = None) -> dict[str, Any]:
+    def status(
+        self, known: dict[str, PilotState] | None = None, masters: set[str] | None = None
+    ) -> dict[str, Any]:
+        """The log's jobs (a dead allocation's "running" ones are idle again) and the
+        pilots: while one lives it holds the pool; `known` and `masters` are not needed."""
         counts = job_counts(self.layout)
         try:
             states = self.pilot_states()
