@@ -150,8 +150,27 @@ class ExportLayout:
         return self._path("pilots", "submitted.json")
 
     @property
+    def site_logs(self) -> str:
+        """What the agent gathered from the site's logs (SiteLogs)."""
+        return self._path(SiteLogs.DIR)
+
+    @property
     def agent(self) -> str:
         return self._path("agent.pyz")
+
+
+class SiteLogs:
+    """site-logs/ in an export's directory: what the agent gathers from the site's logs
+    when it stops an export (site/gather_logs.py), one file per pilot and per job, and
+    what the access point downloads and reads (ap/site_logs.py) within these limits."""
+
+    DIR = "site-logs"
+    PILOTS = "pilots"
+    JOBS = "jobs"
+    #: Largest file the agent writes; the access point refuses anything larger.
+    FILE_MAX = 64 << 10
+    #: All the files together; beyond it jobs get no file (the agent's answer counts them).
+    TOTAL_MAX = 64 << 20
 
 
 # ---- pilots -----------------------------------------------------------------------------
@@ -523,6 +542,7 @@ __all__ = [
     "PilotState",
     "PoolState",
     "ReleasePlan",
+    "SiteLogs",
     "SubmittedPilots",
     "from_json",
     "to_json",

@@ -31,20 +31,16 @@ from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.classad_text import int_or_none, is_true, unquote_string
-from lumberjack.core.contract import QUEUE_LOG, ExportLayout, LaunchPlan
+from lumberjack.core.contract import QUEUE_LOG, ExportLayout, LaunchPlan, SiteLogs
 from lumberjack.core.jobstatus import JobStatus, status_of, word_of
 
-LOGS_DIR = "site-logs"  # in the export's directory at the site
-PILOTS = "pilots"
-JOBS = "jobs"
-#: Largest file the agent writes; the access point refuses anything larger.
-FILE_MAX = 64 << 10
+LOGS_DIR, PILOTS, JOBS = SiteLogs.DIR, SiteLogs.PILOTS, SiteLogs.JOBS
+FILE_MAX = SiteLogs.FILE_MAX
 #: Largest excerpt of one log for one job (its head and tail kept).
 EXCERPT_MAX = 15 << 10
 #: StartLog lines of a job that completed: where and when it ran.
 BRIEF_MAX = 4 << 10
-#: All the files together; beyond it jobs get no file (the answer counts them).
-TOTAL_MAX = 64 << 20
+TOTAL_MAX = SiteLogs.TOTAL_MAX
 #: Of a site log larger than this, only the end is read.
 READ_MAX = 256 << 20
 LINE_MAX = 2000
@@ -240,7 +236,7 @@ def mentions(log: Path, wanted: set[str], into: dict[str, Excerpt]) -> None:
 def gather(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
     """Write EXPORT/site-logs/ afresh from the export's logs; what was written."""
     layout = ExportLayout(root)
-    out = Path(root, LOGS_DIR)
+    out = Path(layout.site_logs)
     shutil.rmtree(out, ignore_errors=True)
     (out / PILOTS).mkdir(parents=True, mode=0o700)
     (out / JOBS).mkdir(mode=0o700)
