@@ -9,9 +9,11 @@
   places none, so the ratio is lumberjack's own checking, path reversal and merge.
 - memory (P9): peak RSS (the kernel's ru_maxrss of the child, via wait4) of every
   lumberjack export and import above; and of the export's and the import's own work at
-  100,000 jobs (read, path map, rewrite, log and manifest written; returned log checked,
-  paths reversed, merged log written) on a queue cloned from a real exported cluster,
-  since submitting 100,000 jobs to the testbed's schedd takes longer than a bench run.
+  10,000, 30,000 and 100,000 jobs (read, path map, rewrite, log and manifest written;
+  returned log checked, paths reversed, merged log written) on a queue cloned from a
+  real exported cluster: the bindings give the schedd's export 20 s to answer (a fixed
+  socket timeout in DCSchedd::exportJobs), and the testbed's schedd takes 10 to 20 s
+  for 10,000 jobs, so no side-by-side run of 100,000 jobs is possible.
 
 Runs on the testbed's access point; the caller holds the testbed and sets CONDOR_CONFIG,
 PYTHONPATH and LUMBERJACK_STATE_DIR (bench/run.py does). `python bench_export_import.py
@@ -143,6 +145,7 @@ def side_by_side(work: Path, n: int) -> dict[str, Any]:
         )  # fmt: skip
         returned = _owned_dir(bundle / "returned", uid)
         complete(bundle / "spool" / "job_queue.log", returned / "job_queue.log", int(time.time()))
+        os.chown(returned / "job_queue.log", uid, uid)  # a bundle handed in is read as its owner
         lj_import, import_kib = _lumberjack("import", "--in", str(returned), "--json")
     finally:
         _remove(schedd, lj_cluster)
@@ -259,9 +262,13 @@ def memory_at(work: Path, real_bundle: Path, n: int) -> dict[str, Any]:
     return {"jobs": n, **out}
 
 
-def run(work: Path, sizes: tuple[int, ...] = (1000, 10000), memory_jobs: int = 100_000) -> dict:
+def run(
+    work: Path,
+    sizes: tuple[int, ...] = (1000, 10000),
+    memory_jobs: tuple[int, ...] = (10_000, 30_000, 100_000),
+) -> dict:
     rows = [side_by_side(work, n) for n in sizes]
-    memory = [memory_at(work, Path(rows[-1]["bundle"]), memory_jobs)]
+    memory = [memory_at(work, Path(rows[-1]["bundle"]), n) for n in memory_jobs]
     return {"rows": rows, "memory": memory}
 
 
@@ -302,13 +309,17 @@ as a separate process (interpreter start-up included).
 |---:|---:|---:|---:|
 {export_rows}
 
-Where lumberjack's part goes (cProfile of the export at 10,000 jobs): the query of the
-jobs' ads, each with its old-syntax text (printOld: the path map must see the paths as the
-log holds them, backslashes and all); the path-map rewrite, run twice per job, once on
-the queried ads in the plan (so every refusal comes before the schedd changes anything)
-and once on the exported log (what is shipped); reading and writing the log; and the
-manifest, one JSON record per job. Reusing the plan's rewrite where the exported ad is the
-queried one would move it further.
+Where lumberjack's part goes (cProfile of the export): the schedd's own export, the same
+call as the bare one, is most of it. Then the query of the jobs' ads, each with its
+old-syntax text (printOld: the path map must see the paths as the log holds them,
+backslashes and all); the path-map rewrite, once per job, in the plan (so every refusal
+comes before the schedd changes anything: the query takes every attribute the path map
+reads); the bundle reuses the plan's rewrite of each job whose exported ad reads the same
+(every such attribute and the local Iwd compared; a job with a local container image is
+rewritten, as only the bundle reads the image's digest); the check of the inputs and the
+bundle, each in a child that is the job's owner; reading and writing the log; the
+manifest, one JSON record per job; the CLI's start-up. A site export asks the schedd
+once for the jobs and what their matchmaking needs.
 
 ## Import: condor_lumberjack vs the bare `Schedd.import_exported_job_results` call
 
@@ -322,25 +333,27 @@ map, putting every path and owner back, writing the merge log, and the same sche
 |---:|---:|---:|---:|
 {import_rows}
 
-Where lumberjack's part goes (cProfile of `import --in` at 10,000 jobs, a bare call of
-about a second): reading and replaying two logs (the queue as it left, to tell the site's
-results from its changes, and the returned one); checking every job's path-map record
-field by field; the merge, each job the access point's own ad plus only its results with
-the site's other changes listed; writing the merge log; and the CLI's start-up (click and
-every command's imports, about half a second). The bare call checks none of it. Each
-job's "placed" record is one line of an append-only journal, fsynced every 1,000 jobs;
-it was a JSON list of every job rewritten and fsynced after each job (quadratic: 70x).
-What would move it further: one pass that reads the returned log into the merge (no
-second whole queue), and a CLI that imports only the command it runs.
+Where lumberjack's part goes (cProfile of `import --in` at 10,000 jobs): the merge, each
+job the access point's own ad plus only its checked results with the site's other
+changes listed (about a third); reading and checking the manifest's path map, field by
+field (about a sixth); parsing and replaying the returned log, and the sent one, read once
+and hashed while it is parsed (its size bounds the returned queue); planning each job's
+outputs; the CLI's start-up (click, and the module of `export` and `import`, which loads
+the site profiles' models); writing the merge log; and the schedd's call, in a child that
+is the jobs' owner. The bare call checks none of it. Each job's "placed" record is one
+line of an append-only journal, fsynced every 1,000 jobs. What would move it further: a
+merge that takes the returned log's records as they are read (no replayed whole queue),
+a path map checked as each job is merged, and `import` in a CLI module of its own.
 
 ## Peak memory (RSS)
 
 The whole `export` / `import` commands of the runs above (the kernel's ru_maxrss of the
-child), and lumberjack's own export and import work on 100,000 jobs: the real exported
-cluster cloned into 10 clusters of 10,000, in a fresh process each (reading, path map,
-rewrite, log and manifest written; returned log checked, paths put back, merge log
-written; no schedd call, as the testbed's schedd would take longer than a bench run to
-submit and export 100,000 jobs).
+child), and lumberjack's own export and import work on 10,000, 30,000 and 100,000 jobs:
+the real exported cluster cloned into clusters of 10,000, in a fresh process each
+(reading, path map, rewrite, log and manifest written; returned log checked, paths put
+back, merge log written; no schedd call). No side-by-side run of 100,000 jobs: the
+bindings give the schedd's export 20 s to answer (a fixed socket timeout in
+DCSchedd::exportJobs), and the testbed's schedd needs 10 to 20 s for 10,000 jobs.
 
 | jobs | what | export | import |
 |---:|---|---:|---:|
@@ -351,8 +364,9 @@ records), the sent and the returned queue while they are merged (both emptied as
 goes), and every job's plan; the log's records share one string per key and attribute
 name. A job_queue.log is read and written 8 MB at a time (`jobqueuelog.parse_file`,
 `write_log`): its whole text, list of lines and encoded bytes never exist at once (that
-was 1,147 MiB for import at 100,000 jobs). Memory grows linearly with the jobs: the
-parts above are per job, none is per pair of jobs.
+was 1,147 MiB for import at 100,000 jobs). Memory grows linearly with the jobs (the rows
+above): the parts are per job, none is per pair of jobs. A whole export also keeps the
+plan's rewrite of each job (about 2 KB) until the bundle is written.
 """
 
 

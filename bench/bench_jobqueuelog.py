@@ -8,12 +8,18 @@ prints one JSON object; run(n) returns the same dict. Rates are records per seco
 - replay_rewrite: replay() of those records + log_text(ads) (the compact log's text, as
                   write_log() makes it)
 - write:          write_log() of the replayed queue (format + fsync + rename)
+
+and inspect_vs_naive(n) the time of `condor_lumberjack inspect --json` of a log of about
+n records against NAIVE_REPLAY (the same ads as JSON from a replay without any check:
+no torn-write, key, name or value checks, no case-insensitive names), each a process of
+its own, best of 3.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -119,6 +125,66 @@ def run(n_records: int, repeat: int = 3) -> dict[str, Any]:
             "read_records_per_s": round(len(records) / t_read),
             "replay_rewrite_records_per_s": round(len(records) / t_replay),
             "write_records_per_s": round(written / t_write),
+        }
+
+
+#: What `inspect --json` is compared with: the log replayed with no check at all.
+NAIVE_REPLAY = """
+import json, sys
+ads, pending = {}, None
+def apply(op, parts):
+    if op == "101":
+        ads[parts[0]] = {}
+    elif op == "102":
+        ads.pop(parts[0], None)
+    elif op == "103":
+        ads[parts[0]][parts[1]] = parts[2]
+    elif op == "104":
+        ads[parts[0]].pop(parts[1], None)
+with open(sys.argv[1], encoding="utf-8", errors="surrogateescape", newline="\\n") as fh:
+    for line in fh:
+        op, _, rest = line.rstrip("\\n").partition(" ")
+        if op == "105":
+            pending = []
+        elif op == "106":
+            for o, p in pending:
+                apply(o, p)
+            pending = None
+        elif op in ("101", "102", "103", "104"):
+            parts = rest.split(" ", 2)
+            if pending is None:
+                apply(op, parts)
+            else:
+                pending.append((op, parts))
+sys.stdout.write(json.dumps({"ads": ads}) + "\\n")
+"""
+
+
+def inspect_vs_naive(n_records: int, repeat: int = 3) -> dict[str, Any]:
+    """`inspect --json` of a log of about n_records records against NAIVE_REPLAY."""
+    with tempfile.TemporaryDirectory(prefix="lumberjack-bench-") as directory:
+        path = os.path.join(directory, "job_queue.log")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(synthetic_log(n_records))
+        commands = {
+            "inspect": [sys.executable, "-m", "lumberjack", "inspect", "--json", path],
+            "naive": [sys.executable, "-c", NAIVE_REPLAY, path],
+        }
+        best = dict.fromkeys(commands, float("inf"))
+        outputs = {}
+        for _ in range(repeat):
+            for name, command in commands.items():
+                t0 = time.perf_counter()
+                done = subprocess.run(command, check=True, capture_output=True)
+                best[name] = min(best[name], time.perf_counter() - t0)
+                outputs[name] = json.loads(done.stdout)
+        assert outputs["inspect"] == outputs["naive"], "inspect and the naive replay differ"
+        records = sum(1 for _ in open(path, encoding="utf-8", errors="surrogateescape"))
+        return {
+            "inspect_records": records,
+            "inspect_json_s": round(best["inspect"], 3),
+            "naive_replay_s": round(best["naive"], 3),
+            "inspect_ratio": round(best["inspect"] / best["naive"], 2),
         }
 
 

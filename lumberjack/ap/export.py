@@ -15,7 +15,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,22 @@ from lumberjack import __version__
 from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
+from lumberjack.ap.job_attrs import (
+    CONTAINER_IMAGE,
+    CONTAINER_IMAGE_FULL_PATH,
+    CONTROL_ATTRS,
+    IWD,
+    REFUSED_ATTRS,
+    REWRITTEN_ATTRS,
+    SINGULARITY_IMAGE,
+)
+from lumberjack.ap.job_paths import InputFile, JobRewrite
 from lumberjack.ap.names import check_name
-from lumberjack.ap.pathmap import InputFile, PathMap, rewrite_job
-from lumberjack.ap.schedd import LocalSchedd, condor_version
+from lumberjack.ap.pathmap import PathMap, rewrite_job
+from lumberjack.ap.schedd import JOB_PROJECTION, JobAd, LocalSchedd, ad_to_dict, condor_version
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
+from lumberjack.core.classad_text import unquote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import word_of
 from lumberjack.core.records import NOT_IN_JSON, JsonRecord
@@ -37,6 +48,13 @@ from lumberjack.errors import BadInput, LumberjackError
 JOB_ID = re.compile(r"^(\d+)(?:\.(\d+))?$")
 EXPORTABLE_UNIVERSES = {5}  # vanilla (containers are vanilla jobs with an image)
 RUNTIME_ATTRS = ("RequestRuntime", "MaxRuntime", "JobDurationLimit", "AllowedJobDuration")
+#: Every attribute rewrite_job reads: a job's rewrite is a function of their texts, the
+#: local Iwd and (for local container images) the images' digests.
+PATH_MAP_ATTRS = (*REWRITTEN_ATTRS, *CONTROL_ATTRS, *REFUSED_ATTRS, CONTAINER_IMAGE_FULL_PATH)
+# What a planned rewrite is checked against in the exported log: the Iwd comes apart
+# (the schedd's export points the proc's Iwd at its spool; the plan's local Iwd is used).
+_COMPARED = tuple(a.lower() for a in PATH_MAP_ATTRS if a != IWD)
+_IMAGES = (CONTAINER_IMAGE.lower(), SINGULARITY_IMAGE.lower())
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,45 @@ class Plan(JsonRecord):
     input_files: int
     input_bytes: int
     job_runtimes_s: list[int] = field(default_factory=list, metadata=NOT_IN_JSON)
+    # job id -> its planned rewrite, when the bundle may reuse it (see PlannedRewrite)
+    rewrites: dict[str, PlannedRewrite] = field(default_factory=dict, metadata=NOT_IN_JSON)
+
+
+@dataclass(frozen=True)
+class PlannedRewrite:
+    """A job's rewrite as the plan made it from the queried ad, and what it read: the
+    bundle reuses it for the exported job when the exported ad reads the same (one
+    rewrite per job instead of two), and rewrites the job again otherwise."""
+
+    local_iwd: str
+    texts: tuple[str | None, ...]  # the effective text of each of _COMPARED
+    rewrite: JobRewrite
+
+    def fits(self, texts: tuple[str | None, ...], local_iwd: str | None) -> bool:
+        return local_iwd == self.local_iwd and texts == self.texts
+
+
+def path_map_texts(
+    cluster_ad: dict[str, str], proc_ad: dict[str, str], lowered_cluster: dict[str, str]
+) -> tuple[str | None, ...]:
+    """The texts rewrite_job reads (_COMPARED), each the proc's own value, else the
+    cluster's, names compared as rewrite_job compares them (str.lower)."""
+    proc = {name.lower(): value for name, value in proc_ad.items()}
+    return tuple(proc[name] if name in proc else lowered_cluster.get(name) for name in _COMPARED)
+
+
+def planned_rewrite(job: dict, rewrite: JobRewrite) -> PlannedRewrite | None:
+    """What write_bundle may reuse of a job's planned rewrite: not for a job with an
+    image (the bundle ships local images by their digest, which the plan does not read),
+    nor when the Iwd the plan read is not the one the bundle is given (run_export's)."""
+    lowered = {name.lower(): value for name, value in job.texts.items()}
+    texts = path_map_texts({}, {}, lowered)
+    iwd = str(job.get("Iwd"))
+    if any(texts[_COMPARED.index(name)] is not None for name in _IMAGES):
+        return None
+    if unquote_string(lowered.get(IWD.lower(), "")) != iwd:
+        return None
+    return PlannedRewrite(iwd, texts, rewrite)
 
 
 def default_name(site: str | None, taken: Callable[[str], bool] = lambda _: False) -> str:
@@ -105,7 +162,20 @@ def default_name(site: str | None, taken: Callable[[str], bool] = lambda _: Fals
 
 def select_jobs(schedd: LocalSchedd, selection: Selection) -> list[dict]:
     """The jobs the user named, checked; raises BadInput (nothing changed) when any is unfit."""
-    jobs = schedd.query(selection.to_constraint())
+    return _checked(schedd, selection, schedd.query(selection.to_constraint()))
+
+
+def select_jobs_with_ads(
+    schedd: LocalSchedd, selection: Selection, attrs: Sequence[str]
+) -> tuple[list[dict], list[Any]]:
+    """select_jobs, and the same jobs' ads as the bindings give them, with `attrs` too
+    (matchmaking's): one query of the schedd for both."""
+    projection = [*JOB_PROJECTION, *(a for a in attrs if a not in JOB_PROJECTION)]
+    ads = schedd.query_ads(selection.to_constraint(), projection)
+    return _checked(schedd, selection, [ad_to_dict(ad) for ad in ads]), ads
+
+
+def _checked(schedd: LocalSchedd, selection: Selection, jobs: list[JobAd]) -> list[dict]:
     if not jobs:
         raise BadInput(_nothing_in_queue(schedd, selection))
     if selection.ids:
@@ -232,18 +302,25 @@ def plan_export(
     name: str,
     bundle_dir: Path,
     remote_spool: str,
+    selected: list[dict] | None = None,
 ) -> tuple[Plan, list[dict], PathMap]:
-    """Everything that can refuse, with no change anywhere."""
+    """Everything that can refuse, with no change anywhere. `selected`: the jobs of
+    `selection` as select_jobs gave them to the caller (else they are selected here)."""
     check_name(name)
     if not posixpath.isabs(remote_spool):
         raise BadInput(f"remote spool {remote_spool!r} must be an absolute path")
     if bundle_dir.exists() and (not bundle_dir.is_dir() or any(bundle_dir.iterdir())):
         raise BadInput(f"export directory {bundle_dir} is not empty; give a new or empty directory")
-    jobs = select_jobs(schedd, selection)
+    jobs = selected if selected is not None else select_jobs(schedd, selection)
     path_map = PathMap(remote_spool)
+    rewrites = {}
     for job in jobs:
         # The jobs' effective ads stand in for cluster+proc ads: same answers, no change.
-        path_map.add(rewrite_job(job["ClusterId"], job["ProcId"], job.texts, {}, remote_spool))
+        rewrite = rewrite_job(job["ClusterId"], job["ProcId"], job.texts, {}, remote_spool)
+        path_map.add(rewrite)
+        planned = planned_rewrite(job, rewrite)
+        if planned is not None:
+            rewrites[f"{job['ClusterId']}.{job['ProcId']}"] = planned
     owner = str(jobs[0]["Owner"])
     inputs = [item.to_json() for item in path_map.inputs.values()]
     files, size = as_user.call_as(owner, check_inputs_json, {"inputs": inputs})
@@ -257,6 +334,7 @@ def plan_export(
         input_files=files,
         input_bytes=size,
         job_runtimes_s=runtimes_s(jobs),
+        rewrites=rewrites,
     )
     return plan, jobs, path_map
 
@@ -328,12 +406,15 @@ def write_bundle_json(
     local_iwds: dict[str, str],
     site: str | None,
     progress: ProgressCallback | None = None,
+    rewrites: dict[str, PlannedRewrite] | None = None,
 ) -> Any:
-    """write_bundle with JSON arguments (for as_user); only the counts come back, since
-    the manifest of 100,000 jobs is large and is on disk."""
+    """write_bundle with JSON arguments (for as_user; `rewrites`, the plan's, reach its
+    forked child as they are); only the counts come back, since the manifest of 100,000
+    jobs is large and is on disk."""
     manifest = write_bundle(
-        Plan.from_json(plan), Path(native_log), local_iwds, site=site, progress=progress
-    )
+        Plan.from_json(plan), Path(native_log), local_iwds, site=site, progress=progress,
+        rewrites=rewrites,
+    )  # fmt: skip
     return {"files": len(manifest.files), "bytes": manifest.total_bytes()}
 
 
@@ -344,12 +425,18 @@ def write_bundle(
     *,
     site: str | None,
     progress: ProgressCallback | None = None,
+    rewrites: dict[str, PlannedRewrite] | None = None,
 ) -> bundle_mod.Manifest:
-    """Rewrite the schedd's exported log for the remote SPOOL and gather the input files."""
+    """Rewrite the schedd's exported log for the remote SPOOL and gather the input files.
+
+    `rewrites`: the plan's (Plan.rewrites), each reused for a job whose exported ad
+    reads as the planned one did; every other job is rewritten here."""
     ads = jql.read_log(native_log)
     clusters = {
         jql.parse_key(k).cluster: ad for k, ad in ads.items() if jql.key_kind(k) == "cluster"
     }
+    lowered = {c: {n.lower(): v for n, v in ad.attrs.items()} for c, ad in clusters.items()}
+    rewrites = rewrites or {}
     path_map = PathMap(plan.remote_spool)
     image_digest = ImageDigests()
     for key, ad in ads.items():
@@ -359,10 +446,17 @@ def write_bundle(
         cluster_ad = clusters.get(job.cluster)
         if cluster_ad is None:
             raise LumberjackError(f"exported log has proc {key} without its cluster ad")
-        rewrite = rewrite_job(
-            job.cluster, job.proc, cluster_ad.attrs, ad.attrs, plan.remote_spool,
-            local_iwd=local_iwds.get(key), image_digest=image_digest,
-        )  # fmt: skip
+        local_iwd = local_iwds.get(key)
+        planned = rewrites.get(key)
+        if planned is not None and planned.fits(
+            path_map_texts(cluster_ad.attrs, ad.attrs, lowered[job.cluster]), local_iwd
+        ):
+            rewrite = planned.rewrite  # the same texts: rewrite_job's same answer
+        else:
+            rewrite = rewrite_job(
+                job.cluster, job.proc, cluster_ad.attrs, ad.attrs, plan.remote_spool,
+                local_iwd=local_iwd, image_digest=image_digest,
+            )  # fmt: skip
         path_map.add(rewrite)
         for attr, value in rewrite.proc_overrides.items():
             ad.set(attr, value)

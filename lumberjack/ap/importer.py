@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from lumberjack.ap import as_user, results, safe_write, userlog
+from lumberjack.ap import as_user, checkpoint_home, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.handover import QUEUE_LOG, handed_over
 from lumberjack.ap.identity import Owner, acting_as, owner_of
+from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.output_writer import (
     HOLD_TRANSFER_OUTPUT,
     PLACED,
@@ -35,8 +36,9 @@ from lumberjack.ap.output_writer import (
     place_job,
     read_placed,
 )
-from lumberjack.ap.pathmap import REMOTE_USERLOG_NAME, JobPaths, PathMap, rewrite_job
+from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.ap.placement import check_safe_relative, plan_outputs
+from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.ap.schedd import LocalSchedd, import_as_owner
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
@@ -75,6 +77,10 @@ class ImportReport(JsonRecord):
     held: dict[str, str] = field(default_factory=dict)
     # jobs that come back held because the site held them
     held_at_site: list[str] = field(default_factory=list)
+    # unfinished jobs whose site checkpoint is in the local spool: they resume from it
+    resume_from_site: list[str] = field(default_factory=list)
+    # unfinished jobs that start anew here, and why (checkpoint_home)
+    start_anew: dict[str, str] = field(default_factory=dict)
 
 
 def find_returned_spool(directory: Path) -> tuple[Path, Path]:
@@ -164,13 +170,46 @@ def sent_queue(
     else rebuilt from native/job_queue.log (what the schedd exported) by the same rewrite
     export did (with `import --in` the spool holds the other schedd's queue).
     """
+    return _read_sent(bundle_dir, manifest, path_map)[0]
+
+
+def _read_sent(
+    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None = None
+) -> tuple[dict[str, jql.Ad] | None, tuple[int, int] | None]:
+    """sent_queue(), and the (bytes, records) of its log when it is the bundle's spool
+    log: read once, hashed while it is parsed (write_log wrote it; _log_size would
+    write it again to count them)."""
     spool_log = bundle_dir / bundle_mod.SPOOL / QUEUE_LOG
     entry = next((f for f in manifest.files if f.path == QUEUE_LOG), None)
     try:
-        if entry is not None and bundle_mod.sha256_file(spool_log) == entry.sha256:
-            return jql.read_log(spool_log)
+        with open(spool_log, "rb") as handle:
+            if entry is not None and os.fstat(handle.fileno()).st_size == entry.size:
+                reader = _Hashing(handle)
+                records = jql.parse_file(reader, str(spool_log))
+                if reader.digest.hexdigest() == entry.sha256:
+                    return jql.replay(records, str(spool_log)), (reader.size, len(records))
     except (OSError, jql.JobQueueLogError):
         pass
+    return _rebuilt_sent(bundle_dir, manifest, path_map), None
+
+
+class _Hashing:
+    """A file whose bytes are hashed and counted as they are read."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle, self.digest, self.size = handle, hashlib.sha256(), 0
+
+    def read(self, size: int, /) -> bytes:
+        data = self.handle.read(size)
+        self.digest.update(data)
+        self.size += len(data)
+        return data
+
+
+def _rebuilt_sent(
+    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None
+) -> dict[str, jql.Ad] | None:
+    """The sent queue from native/job_queue.log, by the rewrite export did."""
     try:
         ads = jql.read_log(bundle_dir / bundle_mod.NATIVE / QUEUE_LOG)
     except (OSError, jql.JobQueueLogError):
@@ -205,8 +244,8 @@ def _sent_queue(bundle_dir: Path) -> dict[str, jql.Ad] | None:
         return None
 
 
-def _by_number(ads: dict[str, jql.Ad]) -> dict[jql.JobKey, jql.Ad]:
-    return {jql.parse_key(k): ad for k, ad in ads.items()}
+def _by_number(ads: dict[str, jql.Ad]) -> dict[tuple[int, int], jql.Ad]:
+    return {jql.key_numbers(k): ad for k, ad in ads.items()}
 
 
 def original_ad(sent: jql.Ad, paths: JobPaths) -> jql.Ad:
@@ -247,14 +286,14 @@ def merge_queue(
     the merge goes, so three whole queues are never in memory at once.
     """
     back = _by_number(returned)
-    sent_nums = {jql.parse_key(k) for k in sent}
+    sent_nums = {jql.key_numbers(k) for k in sent}
     if consume:
         returned.clear()  # `back` holds the ads now
     wanted = set(jobs)
     merge = QueueMerge({})
     for key in list(sent):
         ad = sent.pop(key) if consume else sent[key]
-        num = jql.parse_key(key)
+        num = jql.key_numbers(key)
         kind = jql.key_kind(key)
         there = back.pop(num, None) if consume else back.get(num)
         if kind != "proc":
@@ -339,13 +378,13 @@ def plan_import(
     with acting_as(owner):
         manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
         path_map = PathMap.from_json(manifest.path_map)
-        sent = sent_queue(bundle_dir, manifest, path_map)
+        sent, size = _read_sent(bundle_dir, manifest, path_map)
     if sent is None:
         raise BadInput(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "
             "cannot tell the site's results from its changes"
         )
-    sent_bytes, sent_records = _log_size(sent)
+    sent_bytes, sent_records = size or _log_size(sent)
     with acting_as(reader):
         returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
         returned_at = os.stat(spool / QUEUE_LOG).st_mtime
@@ -371,6 +410,7 @@ def plan_import(
             placements = plan_outputs(paths, present, paths.transfer_output)
             plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
             plan.returned_at = returned_at
+            plan.checkpoint = checkpoint_home.plan(paths, plan.status, present, merge.ads)
             if any(p.kind == "userlog" for p in placements):
                 data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
                 plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
@@ -455,6 +495,7 @@ def run_import(
     after_append: Callable[[], None] | None = None,
     read: bundle_mod.ReadManifest | None = None,
     site: str | None = None,
+    local_spool: str | None = None,
 ) -> ImportReport:
     """Import a returned spool (from ``site``: named in the HoldReason of jobs held there).
 
@@ -464,7 +505,8 @@ def run_import(
     (None: as this process; the owner's bundle, or a spool a user handed in, is read as
     that user). ``work_dir``: this account's private import state (journals, the
     schedd's copy of the queue). ``read``: the bundle's manifest as the caller read it,
-    checked against ``manifest_sha256`` and used as is.
+    checked against ``manifest_sha256`` and used as is. ``local_spool``: where the
+    checkpoints of unfinished jobs go (None: the schedd's SPOOL).
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
@@ -481,20 +523,18 @@ def run_import(
     report.site_changes = merge.site_changes
     report.not_sent, report.missing = merge.not_sent, merge.missing
     report.held_at_site = [k for k, s in merge.statuses.items() if s is JobStatus.HELD]
-    for plan in plans:
-        for p in plan.placements:
-            report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
-        if plan.events is not None:
-            report.events[plan.paths.job_id] = plan.events.to_json()
+    _list_plans(report, plans)
     if dry_run:
         return report
 
     state_dir = private_dir(work_dir / "import-state")
     placed = read_placed(state_dir)
+    homecoming = checkpoint_home.Homecoming(schedd, local_spool, report)
     with PlacedJournal(state_dir / PLACED) as journal:
         for plan in plans:
             if plan.paths.job_id in placed:
                 continue
+            homecoming.bring(plan, acting, spool_reader)  # before the job is recorded placed
             try:
                 done = place_job(
                     plan, state_dir, acting, manifest.owner, spool_reader, after_append
@@ -512,13 +552,24 @@ def run_import(
 
     crash_point("import.before-merge")
     if schedd is not None:
+        wake = next((k for k, s in merge.statuses.items() if s is JobStatus.IDLE), None)
         with handed_over(work_dir, merge.ads, acting) as merge_dir:
             if acting is None:
-                schedd.import_results(merge_dir)
+                schedd.import_results(merge_dir, wake)
             else:  # the schedd opens the queue as whom it authenticates: the owner
-                args = {"location": schedd.location, "import_dir": str(merge_dir)}
+                args = {"location": schedd.location, "import_dir": str(merge_dir), "wake": wake}
                 as_user.call_as(manifest.owner, import_as_owner, args)
     return report
+
+
+def _list_plans(report: ImportReport, plans: list[JobPlan]) -> None:
+    """What import will do, in the report (a dry run's too)."""
+    for plan in plans:
+        for p in plan.placements:
+            report.placements.append({"job": plan.paths.job_id, "kind": p.kind, "dest": p.dest})
+        if plan.events is not None:
+            report.events[plan.paths.job_id] = plan.events.to_json()
+        checkpoint_home.tally(plan.paths.job_id, plan.checkpoint, report)
 
 
 def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lumberjack.core.classad_text import unquote_string
 from lumberjack.core.slot_ad import (
     RETIRE_START,
     SITE_IMAGE,
@@ -30,7 +31,8 @@ from lumberjack.core.slot_ad import (
 )
 from lumberjack.core.units import format_memory
 from lumberjack.errors import BadInput
-from lumberjack.profiles.model import Queue, SiteProfile
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.queue_tables import Queue
 from lumberjack.profiles.request import JobNeeds, Need, ResourceRequest
 from lumberjack.site.job_container import JOB_GUARD, isolates
 
@@ -139,11 +141,16 @@ def site_slot(profile: SiteProfile, request: ResourceRequest) -> dict[str, str]:
 # ---- the jobs ---------------------------------------------------------------------------
 
 
-def job_ads(schedd: Any, clusters: list[int]) -> list[Any]:
+def job_ads(schedd: Any, clusters: list[int], queried: list[Any] | None = None) -> list[Any]:
     """The selected clusters' ads with what their match depends on: MATCH_ATTRS, and
-    any other job attribute their Requirements name (asked for in a second query)."""
+    any other job attribute their Requirements name (asked for in a second query).
+    `queried`: those clusters' ads as a query with MATCH_ATTRS among others gave them
+    (export.select_jobs_with_ads), used cut down to MATCH_ATTRS instead of a query."""
     constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
-    ads = schedd.query_ads(constraint, MATCH_ATTRS)
+    if queried is not None:
+        ads = [_only(ad, MATCH_ATTRS) for ad in queried]
+    else:
+        ads = schedd.query_ads(constraint, MATCH_ATTRS)
     seen, extra = set(), set()
     for ad in ads:
         for attr in ("Requirements", *(r[0] for r in RESOURCES)):
@@ -157,6 +164,19 @@ def job_ads(schedd: Any, clusters: list[int]) -> list[Any]:
     if extra:
         ads = schedd.query_ads(constraint, [*MATCH_ATTRS, *sorted(extra)])
     return ads
+
+
+def _only(ad: Any, attrs: Iterable[str]) -> Any:
+    """A copy of a classad2.ClassAd with only `attrs` (any case), as a query projected
+    on them gives it: the match sees the attributes it saw before, and no others."""
+    import classad2
+
+    wanted = {a.lower() for a in attrs}
+    copy = classad2.ClassAd()
+    for name in ad.keys():
+        if name.lower() in wanted:
+            copy[name] = ad.lookup(name)
+    return copy
 
 
 def needs_of(ads: Iterable[Any]) -> JobNeeds:
@@ -418,7 +438,12 @@ def slot_summary(slot: dict[str, str]) -> str:
 
 
 def _unquoted(slot: dict[str, str], name: str) -> str:
-    return slot.get(name, "unknown").strip('"')
+    """A string attribute of the slot ad as its value (the expression text otherwise)."""
+    text = slot.get(name)
+    if text is None:
+        return "unknown"
+    value = unquote_string(text)
+    return text if value is None else value
 
 
 def report_lines(analysis: Analysis) -> list[str]:

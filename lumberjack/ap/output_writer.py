@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Callable
 
 from lumberjack.ap import safe_write, userlog
+from lumberjack.ap.checkpoint_home import Checkpoint
 from lumberjack.ap.identity import Owner, acting_as
-from lumberjack.ap.pathmap import JobPaths
+from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.placement import Placement
 from lumberjack.core.jobstatus import JobStatus
 from lumberjack.errors import BadInput
@@ -48,6 +49,8 @@ class JobPlan:
     events: userlog.Events | None = None
     #: when the site's results came back (a hold event's date: the same on every rerun)
     returned_at: float = 0.0
+    #: an unfinished job's site checkpoint, or why it starts anew (checkpoint_home.plan)
+    checkpoint: Checkpoint | str | None = None
 
 
 @dataclass

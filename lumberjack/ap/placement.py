@@ -44,15 +44,16 @@ from __future__ import annotations
 import posixpath
 from typing import NamedTuple, Optional
 
-from lumberjack.ap.pathmap import (
+from lumberjack.ap.file_lists import remap_name, split_file_list
+from lumberjack.ap.job_paths import JobPaths
+from lumberjack.ap.message_text import shown
+from lumberjack.ap.path_text import normpath, relative_to, resolve
+from lumberjack.ap.remote_layout import (
     DEVNULL,
     REMOTE_STDERR,
     REMOTE_STDOUT,
     REMOTE_USERLOG_NAME,
     RESERVED_PREFIX,
-    JobPaths,
-    remap_name,
-    split_file_list,
 )
 from lumberjack.core.classad_text import is_undefined, unquote_string
 from lumberjack.core.safepath import why_unsafe
@@ -73,8 +74,6 @@ SCHEDD_FILES = frozenset(
     }
 )
 SCHEDD_PREFIXES = ("_condor_", ".condor_", ".docker_", ".update.ad")
-
-_MAX_SHOWN = 80
 
 
 class Placement(NamedTuple):
@@ -98,7 +97,7 @@ def check_safe_relative(name: str, context: str = "") -> str:
     if reason == "empty":
         raise BadInput(f"{where}empty file name from the site")
     if reason is not None:
-        raise BadInput(f"{where}file name {_shown(name)} from the site {reason}")
+        raise BadInput(f"{where}file name {shown(name)} from the site {reason}")
     return name
 
 
@@ -115,7 +114,7 @@ def allowed_roots(job: JobPaths) -> list[str]:
             roots.append(posixpath.dirname(path))
     for _src, dst in job.remaps:
         if dst and "://" not in dst:
-            roots.append(posixpath.dirname(_resolve(dst, job.local_iwd)))
+            roots.append(posixpath.dirname(resolve(dst, job.local_iwd, f"job {job.job_id} remap")))
     out: list[str] = []
     for r in roots:
         if r not in out:
@@ -175,10 +174,11 @@ class _Plan:
         self._by_dest: dict[str, Placement] = {}
 
     def add(self, source: str, dest: str, kind: str) -> None:
-        dest = _norm(dest)
-        if not dest.startswith("/") or not any(_inside(dest, r) for r in self.roots):
+        dest = normpath(dest)
+        inside = any(relative_to(dest, root) is not None for root in self.roots)
+        if not dest.startswith("/") or not inside:
             raise BadInput(
-                f"{self.ctx}: refusing to place {_shown(source)} at {_shown(dest)}, "
+                f"{self.ctx}: refusing to place {shown(source)} at {shown(dest)}, "
                 "outside the job's original directories"
             )
         p = Placement(source, dest, kind)
@@ -187,8 +187,8 @@ class _Plan:
             return
         if known is not None:
             raise BadInput(
-                f"{self.ctx}: {_shown(known.source)} and {_shown(source)} "
-                f"would both be placed at {_shown(dest)}"
+                f"{self.ctx}: {shown(known.source)} and {shown(source)} "
+                f"would both be placed at {shown(dest)}"
             )
         self._by_dest[dest] = p
         self.placements.append(p)
@@ -199,7 +199,7 @@ def _transfer_output_entries(text: Optional[str], ctx: str) -> Optional[list[str
         return None
     value = unquote_string(text)
     if value is None:
-        raise BadInput(f"{ctx}: TransferOutput is not a plain string ({_shown(text)})")
+        raise BadInput(f"{ctx}: TransferOutput is not a plain string ({shown(text)})")
     return split_file_list(value)
 
 
@@ -216,29 +216,9 @@ def _destination(job: JobPaths, name: str, ctx: str) -> str:
     if target is None:
         target = name
     if "://" in target:
-        raise BadInput(f"{ctx}: output remap to URL {_shown(target)} is not supported")
-    return _resolve(target, job.local_iwd)
-
-
-def _resolve(path: str, iwd: str) -> str:
-    return _norm(path if path.startswith("/") else iwd + "/" + path)
-
-
-def _norm(path: str) -> str:
-    norm = posixpath.normpath(path)
-    # normpath keeps a leading "//"; on Linux it is just "/".
-    return "/" + norm.lstrip("/") if norm.startswith("/") else norm
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
+        raise BadInput(f"{ctx}: output remap to URL {shown(target)} is not supported")
+    return resolve(target, job.local_iwd, f"{ctx} output")
 
 
 def _top(name: str) -> str:
     return name.split("/", 1)[0]
-
-
-def _shown(text: str) -> str:
-    if len(text) > _MAX_SHOWN:
-        text = text[: _MAX_SHOWN - 3] + "..."
-    return repr(text)

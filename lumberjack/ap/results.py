@@ -11,6 +11,7 @@ hold nothing but the original ad plus these results.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -54,17 +55,22 @@ def diff_names(before: jql.Ad, after: jql.Ad, skip: Iterable[str] = ()) -> SiteC
     old = {a.lower(): (a, v) for a, v in before.attrs.items()}
     new = {a.lower(): (a, v) for a, v in after.attrs.items()}
     out = SiteChanges()
+    internal, prefixes = result_attrs.SITE_INTERNAL, result_attrs.SITE_INTERNAL_PREFIXES
     for low, (name, value) in new.items():
-        if low in skipped or result_attrs.is_site_internal(name):
+        # low is name.lower(): result_attrs.is_site_internal(name), without lowering again
+        if low in skipped or low in internal or low.startswith(prefixes):
             continue
-        if low not in old:
+        before = old.get(low)
+        if before is None:
             out.added.append(name)
-        elif old[low][1] != value:
+        elif before[1] != value:
             out.changed.append(name)
     out.removed = [
         name
         for low, (name, _) in old.items()
-        if low not in new and low not in skipped and not result_attrs.is_site_internal(name)
+        if low not in new
+        and low not in skipped
+        and not (low in internal or low.startswith(prefixes))
     ]
     return out
 
@@ -85,9 +91,11 @@ def take_results(
     allowed = _RESULT if final else _IDLE
     changes = diff_names(sent, returned, _RESULT | EXPECTED_AT_SITE)
     memory = None
+    sent_attrs = _Spellings(sent.attrs)
+    new_attrs = _Spellings(ad.attrs)
     for name, value in returned.attrs.items():
         low = name.lower()
-        if low not in allowed or sent.get(name) == value or is_undefined(value):
+        if low not in allowed or sent_attrs.get(name) == value or is_undefined(value):
             continue  # undefined: "no value", the job keeps its own
         good = result_attrs.checked(name, value)
         if good is None and low == "memoryusage":
@@ -95,7 +103,7 @@ def take_results(
         elif good is None:
             changes.refused.append(name)
         else:
-            ad.set(name, good)
+            new_attrs.set(name, good)
     if memory is not None:
         good = _memory_usage(memory[1], ad)
         if good is None:
@@ -107,6 +115,33 @@ def take_results(
     if not final:
         ad.set("JobStatus", str(int(JobStatus.IDLE)))
     return ad, changes
+
+
+#: jql.fold_name of the attribute names met (the same few hundred in every job's ad).
+_fold = functools.lru_cache(maxsize=4096)(jql.fold_name)
+
+
+class _Spellings:
+    """Ad.get and Ad.set on an ad's attributes, each case-folded name looked up once per
+    ad instead of once per call (a job's results are mostly attributes it lacks)."""
+
+    def __init__(self, attrs: dict[str, str]) -> None:
+        self.attrs = attrs
+        self.index: dict[str, str] = {}
+        for name in attrs:
+            self.index.setdefault(_fold(name), name)  # the first, as Ad.get's
+
+    def get(self, name: str) -> str | None:
+        value = self.attrs.get(name)
+        if value is not None:
+            return value
+        spelled = self.index.get(_fold(name))
+        return None if spelled is None else self.attrs[spelled]
+
+    def set(self, name: str, value: str) -> None:
+        if name not in self.attrs:
+            name = self.index.setdefault(_fold(name), name)
+        self.attrs[name] = value
 
 
 def _memory_usage(value: str, ad: jql.Ad) -> str | None:

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumberjack.ap.message_text import one_line
 from lumberjack.errors import BadInput, LumberjackError
 
-# Attributes the selection, preflight and path map need from each job.
+# Attributes the selection, preflight and path map need from each job: every one the
+# path map reads (export.PATH_MAP_ATTRS), so that the plan refuses what the bundle would.
 JOB_PROJECTION = [
     "ClusterId", "ProcId", "Owner", "User", "JobStatus", "JobUniverse", "Iwd", "Cmd",
     "Managed", "ManagedManager", "JobMaterializeDigestFile", "JobMaterializeLimit",
@@ -22,7 +24,9 @@ JOB_PROJECTION = [
     "TransferOutputRemaps", "In", "Out", "Err", "UserLog", "x509userproxy",
     "ContainerImage", "OutputDestination", "RequestRuntime", "MaxRuntime",
     "JobDurationLimit", "AllowedJobDuration", "RequestCpus", "RequestMemory",
-    "RequestDisk", "RequestGPUs", "JobBatchName", "QDate",
+    "RequestDisk", "RequestGPUs", "JobBatchName", "QDate", "ShouldTransferFiles",
+    "SingularityImage", "ContainerImageFullPath", "TransferContainer", "DAGManNodesLog",
+    "TransferPlugins", "PreserveRelativePaths",
 ]  # fmt: skip
 
 
@@ -63,13 +67,7 @@ class LocalSchedd:
             raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
 
     def query(self, constraint: str, projection: Iterable[str] = JOB_PROJECTION) -> list[JobAd]:
-        try:
-            ads = self._schedd.query(constraint=constraint, projection=list(projection))
-        except Exception as exc:
-            raise BadInput(
-                f"the schedd rejected constraint {constraint!r}: {_one_line(exc)}"
-            ) from exc
-        return [ad_to_dict(ad) for ad in ads]
+        return [ad_to_dict(ad) for ad in self.query_ads(constraint, projection)]
 
     def query_ads(self, constraint: str, projection: Iterable[str]) -> list[Any]:
         """The jobs' ads as the bindings give them (classad2.ClassAd), for matchmaking."""
@@ -104,8 +102,28 @@ class LocalSchedd:
             export_dir / "job_queue.log",
         )
 
-    def import_results(self, import_dir: Path) -> int:
-        return _import_into(self._schedd, str(import_dir))
+    def import_results(self, import_dir: Path, wake: str | None = None) -> int:
+        return _import_into(self._schedd, str(import_dir), wake)
+
+    def spool(self) -> str:
+        """The schedd's SPOOL, where its jobs' spool directories are: from the running
+        schedd's own configuration when SCHEDD_HOST names it, else from this machine's.
+        LumberjackError when it will not say, or keeps job spools elsewhere
+        (ALTERNATE_JOB_SPOOL, an expression of each job's ad)."""
+        htcondor = _htcondor()
+        try:
+            if self.location is not None:
+                config: Any = htcondor.RemoteParam(self.location)
+            else:
+                config = htcondor.param
+            spool, alternate = config.get("SPOOL"), config.get("ALTERNATE_JOB_SPOOL")
+        except Exception as exc:
+            raise LumberjackError(f"cannot read the schedd's SPOOL: {_one_line(exc)}") from exc
+        if alternate:
+            raise LumberjackError("the schedd keeps job spools by ALTERNATE_JOB_SPOOL")
+        if not spool or not str(spool).startswith("/"):
+            raise LumberjackError(f"the schedd's SPOOL is not an absolute path: {spool!r}")
+        return str(spool)
 
     def unexport(self, clusters: list[int]) -> int:
         try:
@@ -116,14 +134,16 @@ class LocalSchedd:
         return int(result.get("TotalJobAds", 0))
 
 
-def import_as_owner(location: Any, import_dir: str, progress: Any = None) -> int:
+def import_as_owner(
+    location: Any, import_dir: str, wake: str | None = None, progress: Any = None
+) -> int:
     """The schedd's import, from a child that became the job's owner (as_user.call_as):
     the schedd opens the queue as the user it authenticates, and refuses root.
 
     The owner proves who it is by FS, the local method an access point's schedd accepts;
     the config is read again so that no security session of the parent's identity is
     reused. `location` (LocalSchedd.location) was found by the parent: the child asks
-    no collector.
+    no collector. ``wake``: see _import_into.
     """
     htcondor = _htcondor()
     os.environ["_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS"] = "FS"
@@ -132,16 +152,40 @@ def import_as_owner(location: Any, import_dir: str, progress: Any = None) -> int
         schedd = htcondor.Schedd(location) if location is not None else htcondor.Schedd()
     except Exception as exc:
         raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
-    return _import_into(schedd, import_dir)
+    return _import_into(schedd, import_dir, wake)
 
 
-def _import_into(schedd: Any, import_dir: str) -> int:
+def _import_into(schedd: Any, import_dir: str, wake: str | None = None) -> int:
+    """The schedd's import; then, with ``wake`` (a job handed back idle), the schedd is
+    told that it has jobs to run (_wake)."""
     try:
         result = schedd.import_exported_job_results(import_dir)
     except Exception as exc:
         raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
     _check_action(result, "import")
+    if wake:
+        _wake(schedd, wake)
     return int(result.get("TotalJobAds", 0))
+
+
+def _wake(schedd: Any, job_id: str) -> None:
+    """The schedd offers the negotiator only the jobs of its list of runnable jobs, which
+    it builds again when something says so (a submit, a job set idle, a priority set) or
+    else every 20 minutes (qmgmt.cpp, PrioRecRebuildMaxInterval); the jobs an import hands
+    back idle say nothing (no attribute the import changes does). Setting one such job's
+    JobPrio to the value it has (what condor_prio does, changing nothing) makes the
+    schedd build it again, with every job the import handed back, and a reschedule asks
+    the negotiator for a cycle."""
+    cluster, proc = (int(n) for n in job_id.split("."))
+    this = f"ClusterId == {cluster} && ProcId == {proc} && JobStatus == 1"
+    try:
+        ads = schedd.query(this, ["JobPrio"])
+        prio = ads[0].get("JobPrio") if ads else None
+        if isinstance(prio, int):
+            schedd.edit(f"{this} && JobPrio == {prio}", "JobPrio", str(prio))
+            schedd.reschedule()
+    except Exception:  # the jobs are home; without this the schedd lists them later
+        pass
 
 
 class JobAd(dict):
@@ -187,5 +231,4 @@ def _check_action(result: Any, what: str) -> None:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+    return one_line(str(exc), type(exc).__name__)

@@ -19,6 +19,7 @@ import stat
 from pathlib import Path
 from typing import Any, Protocol
 
+from lumberjack.ap.message_text import printable
 from lumberjack.core.contract import SiteLogs
 from lumberjack.core.returns import Limits
 from lumberjack.errors import BadInput, LumberjackError
@@ -77,7 +78,7 @@ def read(path: Path) -> str | None:
     if len(data) > SiteLogs.FILE_MAX:
         return None
     text = data.decode("utf-8", "replace")
-    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+    return printable(text, keep="\n\t")
 
 
 def check_job(job: str, jobs: list[str], name: str) -> str:

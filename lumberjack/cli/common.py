@@ -13,6 +13,7 @@ from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
+from lumberjack.ap.message_text import one_line
 from lumberjack.errors import (
     EXIT_CODES,
     INTERNAL_ERROR_EXIT,
@@ -77,8 +78,9 @@ def failure(exc: BaseException) -> tuple[int, str]:
             return StateError.exit_code, f"{where}{exc.strerror}; free space or fix the disk"
         return LumberjackError.exit_code, f"{where}{exc.strerror or exc}"
     name = type(exc).__name__
+    message = one_line(str(exc), "(no message)")
     return INTERNAL_ERROR_EXIT, (
-        f"internal error (a bug; please report it): {name}: {_one_line(str(exc))}; "
+        f"internal error (a bug; please report it): {name}: {message}; "
         "LUMBERJACK_TRACEBACK=1 shows where"
     )
 
@@ -106,10 +108,6 @@ def exit_codes_help() -> str:
     """The exit codes for --help (click keeps the lines of a \\b paragraph as they are)."""
     lines = [f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()]
     return "\b\nExit codes (docs/exit-codes.md):\n" + "\n".join(lines)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "(no message)"
 
 
 def selection_options(func: F) -> F:

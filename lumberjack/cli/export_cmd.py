@@ -11,6 +11,7 @@ import click
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import importer
 from lumberjack.ap.bundle import read_manifest_once
+from lumberjack.ap.checkpoint_home import NOT_CHECKPOINTING
 from lumberjack.ap.identity import acting_as, owner_of_path
 from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
@@ -36,6 +37,26 @@ def skip_unmatched_option(func: Any) -> Any:
         help="Export only the clusters whose jobs match the pilots' slot; leave the others "
         "in the queue (and say which and why).",
     )(func)
+
+
+def checked_selection(
+    constraint: str | None,
+    ids: tuple[str, ...],
+    name: str | None,
+    site: str | None,
+    lease: str | None,
+    request_flags: dict[str, Any],
+) -> export_mod.Selection:
+    """The jobs the options select (ids split at commas and spaces), with the export's
+    name and request checked first: no schedd or site is asked about a typo."""
+    all_ids = tuple(i for chunk in ids for i in chunk.replace(",", " ").split())
+    selection = export_mod.Selection(constraint, all_ids)
+    selection.check()
+    if name is not None:
+        check_name(name)
+    if site is not None:
+        check_request(site, lease, **request_flags)
+    return selection
 
 
 @cli.command("export")
@@ -94,13 +115,7 @@ def export_command(
       condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
       condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
     """
-    all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
-    selection = export_mod.Selection(constraint, all_ids)
-    selection.check()  # the input first: no schedd or site is asked about a typo
-    if name is not None:
-        check_name(name)
-    if site is not None:
-        check_request(site, lease, **request_flags)
+    selection = checked_selection(constraint, ids + more_ids, name, site, lease, request_flags)
     if lease is not None and out is not None:
         raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
     if out is not None and not remote_spool:
@@ -260,9 +275,20 @@ def _reported(data: dict, verbose: bool = False) -> list[str]:
     lines = []
     held = data.get("held_at_site") or []
     if held:
-        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
-        lines.append(f"{plural(len(held), 'job')} held at the site, held here too: {shown} "
+        lines.append(f"{plural(len(held), 'job')} held at the site, held here too: {_some(held)} "
                      f"(condor_lumberjack logs {data['name']} --job ID)")  # fmt: skip
+    resume = data.get("resume_from_site") or []
+    if resume:
+        verb = "resumes" if len(resume) == 1 else "resume"
+        lines.append(f"{plural(len(resume), 'unfinished job')} {verb} from its site "
+                     f"checkpoint: {_some(resume)}")  # fmt: skip
+    anew: dict[str, list[str]] = {}
+    for job, why in (data.get("start_anew") or {}).items():
+        if why != NOT_CHECKPOINTING:  # the jobs that do not checkpoint: no news (--json has them)
+            anew.setdefault(why, []).append(job)
+    for why, jobs in sorted(anew.items()):
+        verb = "starts" if len(jobs) == 1 else "start"
+        lines.append(f"{plural(len(jobs), 'unfinished job')} {verb} anew ({why}): {_some(jobs)}")
     if data.get("not_sent"):
         lines.append(f"ignored ads this export never sent: {', '.join(data['not_sent'])}")
     if data.get("missing"):
@@ -281,6 +307,10 @@ def _reported(data: dict, verbose: bool = False) -> list[str]:
             why = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items()))
             lines.append(f"{job}: user-log events dropped: {why}")
     return lines
+
+
+def _some(jobs: list[str]) -> str:
+    return ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
 
 
 def _changes_summary(changes: dict[str, dict[str, list[str]]]) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from lumberjack.ap.message_text import printable, shortened
 from lumberjack.ap.queue_summary import queue_summary
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
@@ -77,8 +78,7 @@ def _binary(text: str) -> bool:
 
 
 def _shorten(text: str, limit: int) -> str:
-    text = _cell(text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(_cell(text), limit)
 
 
 def _excerpt(text: str) -> str:
@@ -91,7 +91,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "-"
     text = str(value).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return "".join(c if c.isprintable() else "?" for c in text)
+    return printable(text)
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -217,6 +217,6 @@ def inspect_cmd(log_file: str, other: str | None, diff: bool, max_size: str, as_
         return
     ads = load_ads(path, max_mb)
     if as_json:
-        emit(True, {"ads": {key: dict(ad.attrs) for key, ad in ads.items()}})
+        emit(True, {"ads": {key: ad.attrs for key, ad in ads.items()}})  # printed as they are
     else:
         emit(False, None, render(path, queue_summary(ads)))

@@ -36,6 +36,16 @@ def lease_group() -> None:
     """
 
 
+def _lease_for(name: str, verb: str) -> tuple[Ledger, LeaseRecord]:
+    """The ledger and the lease `name`; BadInput when its phase does not allow `verb`."""
+    from lumberjack.state.phases import lease_move
+
+    ledger = Ledger()
+    record = ledger.get_lease(name)
+    lease_move(record.phase, verb, name)
+    return ledger, record
+
+
 def _site(record: LeaseRecord) -> Any:
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state.steps import Site
@@ -131,11 +141,8 @@ def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
       condor_lumberjack lease extend calib
     """
     from lumberjack.state import leases
-    from lumberjack.state.phases import lease_move
 
-    ledger = Ledger()
-    record = ledger.get_lease(name)
-    lease_move(record.phase, "extend", name)
+    ledger, record = _lease_for(name, "extend")
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "phase": record.phase},
              f"would submit another round of pilots for lease {name!r}")  # fmt: skip
@@ -164,11 +171,8 @@ def shutdown_command(name: str, force: bool, dry_run: bool, as_json: bool) -> No
       condor_lumberjack lease shutdown calib
     """
     from lumberjack.state import leases
-    from lumberjack.state.phases import lease_move
 
-    ledger = Ledger()
-    record = ledger.get_lease(name)
-    lease_move(record.phase, "shutdown", name)
+    ledger, record = _lease_for(name, "shutdown")
     if dry_run:
         waiting = [r.name for r in leases.still_needed_by(ledger, name)]
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "waiting": waiting},

@@ -9,11 +9,11 @@ from typing import Any, Callable
 
 import click
 
-from lumberjack.ap.names import check_name
+from lumberjack.ap.message_text import shortened
 from lumberjack.cli import cli, synclog
 from lumberjack.cli.common import emit, json_option, plural, selection_options
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import Duration, check_request, request_options
+from lumberjack.cli.request_options import Duration, request_options
 from lumberjack.core.units import format_walltime
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
 from lumberjack.state import lifecycle, phases, steps, sync
@@ -32,9 +32,13 @@ def _one_step(
     dry_run: bool,
     step: Callable[[Ledger, steps.Site, ExportRecord], dict[str, Any]],
     describe: str,
+    shared_account: bool = False,
 ) -> None:
-    """The shape every single-step command shares: checks, lock, one connection."""
+    """The shape every single-step command shares: checks, lock, one connection.
+    `shared_account` (--shared-account) is remembered for this and every later step."""
     ledger = Ledger()
+    if shared_account and not dry_run:
+        ledger.update_info(name, shared_account=True)
     record = ledger.get(name)
     steps.check_phase(record, describe)
     if dry_run:
@@ -56,13 +60,9 @@ def _summary(result: dict[str, Any]) -> str:
     )
 
 
-def _short(text: str, most: int = 80) -> str:
-    return text if len(text) <= most else text[: most - 3] + "..."
-
-
 def skipped_line(skipped: list[dict[str, str]], shown: int = 4) -> str:
     """One line for what a fetch did not take from the site (--json has them all)."""
-    named = ", ".join(f"{_short(item['name'])} ({item['reason']})" for item in skipped[:shown])
+    named = ", ".join(f"{shortened(item['name'])} ({item['reason']})" for item in skipped[:shown])
     more = f" and {len(skipped) - shown} more (see --json)" if len(skipped) > shown else ""
     count = plural(len(skipped), "entry", "entries")
     return f"skipped: {count} the site returned, never written here: {named}{more}"
@@ -89,9 +89,7 @@ def ship_command(name: str, shared_account: bool, dry_run: bool, as_json: bool) 
     Example:
       condor_lumberjack ship calib
     """
-    if shared_account and not dry_run:
-        Ledger().update_info(name, shared_account=True)
-    _one_step(name, as_json, dry_run, lifecycle.ship, "ship")
+    _one_step(name, as_json, dry_run, lifecycle.ship, "ship", shared_account)
 
 
 @cli.command("launch")
@@ -109,9 +107,7 @@ def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool
     Example:
       condor_lumberjack launch calib
     """
-    if shared_account and not dry_run:
-        Ledger().update_info(name, shared_account=True)
-    _one_step(name, as_json, dry_run, lifecycle.launch, "launch")
+    _one_step(name, as_json, dry_run, lifecycle.launch, "launch", shared_account)
 
 
 @cli.command("status")
@@ -380,18 +376,12 @@ def run_command(
     """
     from lumberjack.ap import export as export_mod
     from lumberjack.ap.schedd import LocalSchedd
-    from lumberjack.cli.export_cmd import site_export_answer
+    from lumberjack.cli.export_cmd import checked_selection, site_export_answer
     from lumberjack.errors import BadInput
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import leases, site_export
 
-    all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
-    selection = export_mod.Selection(constraint, all_ids)
-    selection.check()  # the input first: no schedd or site is asked about a typo
-    if name is not None:
-        check_name(name)
-    if site is not None:
-        check_request(site, lease, **request_flags)
+    selection = checked_selection(constraint, ids + more_ids, name, site, lease, request_flags)
     ledger = Ledger()
     if lease is not None:
         site = leases.site_to_join(ledger, lease, site, request_flags)

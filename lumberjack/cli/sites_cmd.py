@@ -1,4 +1,4 @@
-"""`condor_lumberjack sites list | show SITE | check SITE [request flags]`."""
+"""`condor_lumberjack sites list | show SITE | check SITE [jobs] [request flags]`."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from typing import Any
 
 import click
 
+from lumberjack.ap.export import Selection
 from lumberjack.cli import cli
-from lumberjack.cli.common import LumberjackGroup, emit, json_option
+from lumberjack.cli.common import LumberjackGroup, emit, json_option, selection_options
 from lumberjack.cli.request_options import request_from_options, request_options
 from lumberjack.core.units import format_memory, format_walltime
-from lumberjack.profiles.model import SiteProfile, display_path
+from lumberjack.profiles.messages import display_path
+from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import report_dict, report_lines
 from lumberjack.profiles.sites import find_profile, load_profiles, profile_dirs
 
@@ -80,34 +82,62 @@ def show_cmd(site: str, as_json: bool) -> None:
 
 @sites.command("check")
 @click.argument("site")
+@selection_options
 @request_options
 @json_option
-def check_cmd(site: str, as_json: bool, **request_flags: Any) -> None:
+def check_cmd(
+    site: str,
+    constraint: str | None,
+    ids: tuple[str, ...],
+    more_ids: tuple[str, ...],
+    as_json: bool,
+    **request_flags: Any,
+) -> None:
     """Check a resource request against a site's limits, without contacting the site.
 
     Prints each value, where it came from and the flag that changes it, and the slot ad
     each pilot node will advertise (what `export` matches the jobs against); exits with
-    code 2 and a one-line error when the request breaks a limit of the queue.
+    code 2 and a one-line error when the request breaks a limit of the queue. With jobs
+    (-c or ids) the request follows them as in `export`, and every job is matched
+    against that slot, as `export --dry-run` does: a cluster that could never run there
+    is one line with the reason and the fix, and exit code 2. Only the local schedd is
+    asked; nothing changes.
 
     \b
     Examples:
       condor_lumberjack sites check perlmutter --allocation m1234
       condor_lumberjack sites check perlmutter --queue debug-cpu --nodes 16 --pilots 2 \\
           --walltime 20m --allocation m1234
+      condor_lumberjack sites check testbed -c 'JobBatchName == "calib"'
     """
     from lumberjack.ap.matchmaking import site_slot, slot_summary
     from lumberjack.profiles.isolation import isolation_note, isolation_of
 
+    all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
+    selection = Selection(constraint, all_ids) if constraint or all_ids else None
+    if selection is not None:
+        selection.check()  # the input first: no schedd is asked about a typo
     profile = find_profile(site)
-    request = request_from_options(profile, **request_flags)
+    request = request_from_options(profile, **request_flags)  # the flags, before any schedd
+    matched: dict[str, Any] = {}
+    matched_lines: list[str] = []
+    if selection is not None:
+        from lumberjack.ap import matchmaking
+        from lumberjack.ap.schedd import LocalSchedd
+        from lumberjack.state.site_export import check_selection
+
+        request, analysis = check_selection(LocalSchedd(), selection, site, request_flags)
+        matched = {"matchmaking": analysis.to_json()}
+        matched_lines = matchmaking.report_lines(analysis)
     note = isolation_note(profile)
     slot = site_slot(profile, request)
     emit(
         as_json,
         {"ok": True, **report_dict(request, profile), "isolation": isolation_of(profile),
-         "isolation_note": note, "slot_ad": slot},
+         "isolation_note": note, "slot_ad": slot, **matched},
         "\n".join([*report_lines(request, profile), f"other owners: {note}",
-                   f"slot ad: {slot_summary(slot)} (each pilot node; --json: all of it)"]),
+                   f"slot ad: {slot_summary(slot)} (each pilot node; --json: all of it)",
+                   *matched_lines]),
     )  # fmt: skip
 
 

@@ -45,6 +45,20 @@ def _init_fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field
     return hints, {f.name: f for f in dataclasses.fields(cls) if f.init}
 
 
+@functools.cache
+def _as_is(kind: Any) -> frozenset[type] | None:
+    """The types of a value `_build(kind, value)` returns unchanged (None: any value):
+    most fields of a manifest's million records are checked by one lookup."""
+    if kind is Any:
+        return None
+    if kind in _PLAIN:  # int is not float: an int for a float field is converted
+        return frozenset({kind})
+    _, origin, args = _shape(kind)
+    if origin in _UNIONS and all(a in _PLAIN for a in args):
+        return frozenset(args)
+    return frozenset()
+
+
 def to_json(record: Any) -> Any:
     """A dataclass (or list/dict/tuple of them) as plain JSON values."""
     if type(record) in _PLAIN:  # most values: no dataclass test (a manifest has millions)
@@ -101,6 +115,9 @@ def _build(kind: Any, data: Any, where: str) -> Any:
         raise errors[0]
     if origin is list:
         _expect(isinstance(data, list), where, "a list")
+        plain = _as_is(args[0])
+        if plain is None or all(type(v) in plain for v in data):
+            return list(data)
         return [_build(args[0], v, f"{where}[{i}]") for i, v in enumerate(data)]
     if origin is tuple:
         _expect(isinstance(data, (list, tuple)) and len(data) == len(args), where,
@@ -108,6 +125,11 @@ def _build(kind: Any, data: Any, where: str) -> Any:
         return tuple(_build(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
     if origin is dict:
         _expect(isinstance(data, dict), where, "an object")
+        keys, values = _as_is(args[0]), _as_is(args[1])
+        if (keys is None or all(type(k) in keys for k in data)) and (
+            values is None or all(type(v) in values for v in data.values())
+        ):
+            return dict(data)
         return {
             _build(args[0], k, f"{where} key"): _build(args[1], v, f"{where}[{k!r}]")
             for k, v in data.items()
@@ -127,17 +149,32 @@ def _build(kind: Any, data: Any, where: str) -> Any:
 
 def _dataclass(cls: Any, data: Any, where: str) -> Any:
     _expect(isinstance(data, dict), where, "an object")
-    hints, known = _init_fields(cls)
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise RecordError(f"{where}: unknown field {unknown[0]!r}")
+    names, fields = _field_plan(cls)
+    if not names.issuperset(data):
+        raise RecordError(f"{where}: unknown field {sorted(set(data) - names)[0]!r}")
     values = {}
-    for name, f in known.items():
+    for name, hint, plain, required in fields:
         if name in data:
-            values[name] = _build(hints[name], data[name], f"{where}.{name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            value = data[name]
+            if plain is None or type(value) in plain:
+                values[name] = value
+            else:
+                values[name] = _build(hint, value, f"{where}.{name}")
+        elif required:
             raise RecordError(f"{where}: missing field {name!r}")
     return cls(**values)
+
+
+@functools.cache
+def _field_plan(cls: type) -> tuple[frozenset[str], tuple[tuple[str, Any, Any, bool], ...]]:
+    """(init field names, (name, type, _as_is(type), required) of each) of a dataclass."""
+    hints, known = _init_fields(cls)
+    fields = tuple(
+        (name, hints[name], _as_is(hints[name]),
+         f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for name, f in known.items()
+    )  # fmt: skip
+    return frozenset(known), fields
 
 
 def _expect(ok: bool, where: str, what: str) -> None:

@@ -33,7 +33,7 @@ DEFAULT_MAX_JOB_FILES = 100_000
 NAME_MAX = 255
 PATH_MAX = 4096
 
-#: A job's directory in the remote spool (the schedd's own layout, see ap/pathmap.py).
+#: A job's directory in the remote spool (the schedd's own layout, see ap/remote_layout.py).
 _JOB_DIR = re.compile(r"^(\d+)/(\d+)/cluster\1\.proc\2\.subproc0(?:/|$)")
 
 

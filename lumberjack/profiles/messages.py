@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import typing
+from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
@@ -20,6 +21,14 @@ from pydantic_core import ErrorDetails
 from lumberjack.errors import BadInput
 
 Loc = tuple[typing.Union[str, int], ...]
+
+
+def display_path(path: Path) -> str:
+    """The path as messages show it: relative to the current directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def one_line(error: ValidationError, model: type[BaseModel], data: Any, shown: str) -> BadInput:

@@ -44,7 +44,8 @@ from lumberjack.core.contract import PilotSpec
 from lumberjack.core.shell_safe import DIRECTIVE_WORD
 from lumberjack.core.units import format_memory, format_walltime, parse_memory, parse_walltime
 from lumberjack.errors import BadInput
-from lumberjack.profiles.model import Queue, SiteProfile
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.queue_tables import Queue
 
 #: What a person may ask for: build_request's keyword names, and the flags of every
 #: command that takes a request (--idle-shutdown for idle_shutdown).
@@ -149,101 +150,21 @@ def build_request(
     """Fill a request from flags, the jobs' runtimes and needs, and the profile, and
     check it against the chosen queue. `walltime` may be seconds (int) or any form
     `parse_walltime` reads. Raises BadInput naming the flag, the limit and a way out."""
-    site = profile.name
-    origins: dict[str, str] = {}
-    defaults = profile.defaults
-
-    # queue
-    if queue is not None:
-        chosen = _queue_from_flag(profile, queue)
-        origins["queue"] = "--queue"
-    else:
-        chosen = profile.default_queue
-        origins["queue"] = "profile default"
-
-    # pilots and nodes
-    pilot_count = _positive("--pilots", pilots) if pilots is not None else 1
-    origins["pilots"] = "--pilots" if pilots is not None else "default"
-    if nodes is not None:
-        total_nodes = _positive("--nodes", nodes)
-        origins["nodes"] = "--nodes"
-    elif defaults.nodes is not None:
-        per_pilot = min(max(defaults.nodes, chosen.min_nodes), chosen.max_nodes)
-        total_nodes = per_pilot * pilot_count
-        origins["nodes"] = _clipped("profile default", defaults.nodes != per_pilot, chosen)
-    else:
-        total_nodes = chosen.min_nodes * pilot_count
-        origins["nodes"] = "queue minimum" if chosen.min_nodes > 1 else "default"
-    if pilot_count > total_nodes or total_nodes % pilot_count:
-        raise BadInput(_split_message(total_nodes, pilot_count))
-    _check_nodes(profile, chosen, total_nodes, pilot_count, origins["nodes"] == "--nodes")
-
+    origins: dict[str, str] = {}  # value name -> where it came from, for the report
+    chosen = _choose_queue(profile, queue, origins)
+    total_nodes, pilot_count = _nodes_and_pilots(profile, chosen, nodes, pilots, origins)
     cores_per_node, memory_per_node, gpus_per_node = _node_resources(
         profile, chosen, cores, memory, gpus, job_needs, origins
     )
-
-    # job runtimes and walltime
-    runtimes = [_as_runtime(item) for item in job_runtimes_s]
-    longest = max(runtimes, key=lambda item: item.seconds) if runtimes else None
-    if longest is not None and longest.seconds > chosen.max_walltime_s:
-        raise BadInput(_runtime_message(profile, chosen, longest))
-    if walltime is not None:
-        walltime_s = _walltime_flag(walltime)
-        origins["walltime"] = "--walltime"
-        if walltime_s > chosen.max_walltime_s:
-            raise BadInput(_limit_message(profile, chosen, "--walltime", walltime_s, 0, ""))
-        if longest is not None and longest.seconds > walltime_s:
-            raise BadInput(
-                f"--walltime {format_walltime(walltime_s)} is shorter than the longest job: "
-                f"{longest.describe()}; use --walltime "
-                f"{format_walltime(_suggest(longest.seconds, chosen))} or more"
-            )
-    elif longest is not None:
-        walltime_s = _suggest(longest.seconds, chosen)
-        capped = walltime_s == chosen.max_walltime_s
-        origins["walltime"] = (
-            f"longest job {format_walltime(longest.seconds)} + "
-            f"{WALLTIME_MARGIN_S // 60} min margin"
-            + (", capped at the queue maximum" if capped else "")
-        )
-    elif defaults.walltime_s is not None:
-        walltime_s = min(defaults.walltime_s, chosen.max_walltime_s)
-        origins["walltime"] = _clipped("profile default", walltime_s != defaults.walltime_s, chosen)
-    else:
-        walltime_s = chosen.max_walltime_s
-        origins["walltime"] = "queue maximum"
-
-    # allocation
-    if allocation is not None:
-        charged: str | None = allocation.strip()
-        origins["allocation"] = "--allocation"
-    elif defaults.allocation is not None:
-        charged = defaults.allocation
-        origins["allocation"] = "profile default"
-    else:
-        charged = None
-        origins["allocation"] = "none given"
-    if charged is not None and not DIRECTIVE_WORD.match(charged):
-        raise BadInput(
-            f"--allocation {charged!r} has characters a batch directive cannot hold; "
-            "use the project name as the centre spells it (e.g. m1234)"
-        )
-    if profile.allocation_required and not charged:
-        raise BadInput(
-            f'site "{site}" charges every job to an allocation (project); '
-            "use --allocation NAME with your project's name"
-        )
-
+    longest = _longest_runtime(profile, chosen, job_runtimes_s)
+    walltime_s = _walltime(profile, chosen, walltime, longest, origins)
+    charged = _allocation(profile, allocation, origins)
     extra: dict[str, Any] = {}
     if idle_shutdown is not None:
-        try:
-            idle_s = parse_walltime(str(idle_shutdown))
-        except ValueError as exc:
-            raise BadInput(f"--idle-shutdown {idle_shutdown} {exc}") from None
-        extra["idle_shutdown_s"] = _positive("--idle-shutdown", idle_s)
+        extra["idle_shutdown_s"] = _idle_shutdown(idle_shutdown)
         origins["idle_shutdown"] = "--idle-shutdown"
     return ResourceRequest(
-        site=site,
+        site=profile.name,
         queue=chosen.name,
         nodes=total_nodes,
         cores_per_node=cores_per_node,
@@ -256,6 +177,126 @@ def build_request(
         origins=tuple(origins.items()),
         **extra,
     )
+
+
+def _choose_queue(profile: SiteProfile, queue: str | None, origins: dict[str, str]) -> Queue:
+    if queue is not None:
+        origins["queue"] = "--queue"
+        return _queue_from_flag(profile, queue)
+    origins["queue"] = "profile default"
+    return profile.default_queue
+
+
+def _nodes_and_pilots(
+    profile: SiteProfile,
+    chosen: Queue,
+    nodes: int | None,
+    pilots: int | None,
+    origins: dict[str, str],
+) -> tuple[int, int]:
+    """(nodes over all pilots, pilots): each pilot is one batch job of nodes/pilots nodes,
+    within the queue's node limits."""
+    pilot_count = _whole("--pilots", pilots) if pilots is not None else 1
+    origins["pilots"] = "--pilots" if pilots is not None else "default"
+    defaults = profile.defaults
+    if nodes is not None:
+        total_nodes = _whole("--nodes", nodes)
+        origins["nodes"] = "--nodes"
+    elif defaults.nodes is not None:
+        per_pilot = min(max(defaults.nodes, chosen.min_nodes), chosen.max_nodes)
+        total_nodes = per_pilot * pilot_count
+        origins["nodes"] = _clipped("profile default", defaults.nodes != per_pilot, chosen)
+    else:
+        total_nodes = chosen.min_nodes * pilot_count
+        origins["nodes"] = "queue minimum" if chosen.min_nodes > 1 else "default"
+    if pilot_count > total_nodes or total_nodes % pilot_count:
+        raise BadInput(_split_message(total_nodes, pilot_count))
+    _check_nodes(profile, chosen, total_nodes, pilot_count)
+    return total_nodes, pilot_count
+
+
+def _longest_runtime(
+    profile: SiteProfile, chosen: Queue, job_runtimes_s: Sequence[RuntimeLike]
+) -> JobRuntime | None:
+    """The longest known job runtime; BadInput when no walltime of the queue fits it."""
+    runtimes = [_as_runtime(item) for item in job_runtimes_s]
+    longest = max(runtimes, key=lambda item: item.seconds) if runtimes else None
+    if longest is not None and longest.seconds > chosen.max_walltime_s:
+        raise BadInput(_runtime_message(profile, chosen, longest))
+    return longest
+
+
+def _walltime(
+    profile: SiteProfile,
+    chosen: Queue,
+    walltime: str | int | None,
+    longest: JobRuntime | None,
+    origins: dict[str, str],
+) -> int:
+    """The pilots' walltime: the flag, else the longest job plus a margin, else the
+    profile's default, else the queue's maximum."""
+    if walltime is not None:
+        walltime_s = _walltime_flag(walltime)
+        origins["walltime"] = "--walltime"
+        if walltime_s > chosen.max_walltime_s:
+            raise BadInput(_limit_message(profile, chosen, "--walltime", walltime_s, 0, ""))
+        if longest is not None and longest.seconds > walltime_s:
+            raise BadInput(
+                f"--walltime {format_walltime(walltime_s)} is shorter than the longest job: "
+                f"{longest.describe()}; use --walltime "
+                f"{format_walltime(_suggest(longest.seconds, chosen))} or more"
+            )
+        return walltime_s
+    if longest is not None:
+        walltime_s = _suggest(longest.seconds, chosen)
+        capped = walltime_s == chosen.max_walltime_s
+        origins["walltime"] = (
+            f"longest job {format_walltime(longest.seconds)} + "
+            f"{WALLTIME_MARGIN_S // 60} min margin"
+            + (", capped at the queue maximum" if capped else "")
+        )
+        return walltime_s
+    defaults = profile.defaults
+    if defaults.walltime_s is not None:
+        walltime_s = min(defaults.walltime_s, chosen.max_walltime_s)
+        origins["walltime"] = _clipped("profile default", walltime_s != defaults.walltime_s, chosen)
+        return walltime_s
+    origins["walltime"] = "queue maximum"
+    return chosen.max_walltime_s
+
+
+def _allocation(
+    profile: SiteProfile, allocation: str | None, origins: dict[str, str]
+) -> str | None:
+    """The project the pilots are charged to: the flag, else the profile's default."""
+    if allocation is not None:
+        charged: str | None = allocation.strip()
+        origins["allocation"] = "--allocation"
+    elif profile.defaults.allocation is not None:
+        charged = profile.defaults.allocation
+        origins["allocation"] = "profile default"
+    else:
+        charged = None
+        origins["allocation"] = "none given"
+    if charged is not None and not DIRECTIVE_WORD.match(charged):
+        raise BadInput(
+            f"--allocation {charged!r} has characters a batch directive cannot hold; "
+            "use the project name as the centre spells it (e.g. m1234)"
+        )
+    if profile.allocation_required and not charged:
+        raise BadInput(
+            f'site "{profile.name}" charges every job to an allocation (project); '
+            "use --allocation NAME with your project's name"
+        )
+    return charged
+
+
+def _idle_shutdown(value: str | int) -> int:
+    try:
+        seconds = parse_walltime(str(value))
+    except ValueError as exc:
+        raise BadInput(f"--idle-shutdown {value} {exc}") from None
+    return _whole("--idle-shutdown", seconds)
 
 
 def _node_resources(
@@ -422,9 +463,10 @@ def report_dict(request: ResourceRequest, profile: SiteProfile) -> dict[str, Any
 # ---- helpers -------------------------------------------------------------------------
 
 
-def _positive(flag: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadInput(f"{flag} {value} must be a whole number of 1 or more")
+def _whole(flag: str, value: int, floor: int = 1) -> int:
+    """`value` if it is a whole number of at least `floor`; BadInput naming the flag."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+        raise BadInput(f"{flag} {value} must be a whole number of {floor} or more")
     return value
 
 
@@ -454,11 +496,8 @@ def _per_node(
     need: Need | None = None,
 ) -> int:
     if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
-            floor = "0" if zero else "1"
-            raise BadInput(f"{flag} {value} must be a whole number of {floor} or more")
         origins[key] = flag
-        return value
+        return _whole(flag, value, 0 if zero else 1)
     if queue.whole_node:
         origins[key] = "whole node"
         return full_node
@@ -475,19 +514,17 @@ def _per_node(
     return chosen
 
 
-def _check_nodes(
-    profile: SiteProfile, queue: Queue, total: int, pilots: int, from_flag: bool
-) -> None:
+def _check_nodes(profile: SiteProfile, queue: Queue, total: int, pilots: int) -> None:
     per_pilot = total // pilots
+    fitting = _other_queue(profile, queue, lambda q: q.min_nodes <= per_pilot <= q.max_nodes)
     shown = f"--nodes {total}" + (f" --pilots {pilots}" if pilots > 1 else "")
     if per_pilot > queue.max_nodes:
         ways = [f"--nodes {queue.max_nodes * pilots}"]
         needed = -(-total // queue.max_nodes)
         if total % needed == 0:
             ways.append(f"--pilots {needed}")
-        bigger = _other_queue(profile, queue, lambda q: q.min_nodes <= per_pilot <= q.max_nodes)
-        if bigger:
-            ways.append(f"--queue {bigger}")
+        if fitting:
+            ways.append(f"--queue {fitting}")
         where = " per pilot" if pilots > 1 else ""
         raise BadInput(
             f'{shown} exceeds queue "{queue.name}" of site "{profile.name}" '
@@ -495,9 +532,8 @@ def _check_nodes(
         )
     if per_pilot < queue.min_nodes:
         ways = [f"--nodes {queue.min_nodes * pilots}"]
-        smaller = _other_queue(profile, queue, lambda q: q.min_nodes <= per_pilot <= q.max_nodes)
-        if smaller:
-            ways.append(f"--queue {smaller}")
+        if fitting:
+            ways.append(f"--queue {fitting}")
         raise BadInput(
             f'{shown} is below the minimum of queue "{queue.name}" of site "{profile.name}" '
             f"({queue.min_nodes} nodes per pilot); use {_or(ways)}"

@@ -1,5 +1,5 @@
 """Finding and reading site profiles: one TOML file per HPC system (`NAME.toml`), checked
-by the models in `lumberjack.profiles.model`; any problem is one BadInput line naming the
+by the models in `lumberjack.profiles.profile_file`; any problem is one BadInput line naming the
 file, the key and a fix. Where profiles are found: see `profile_dirs()`.
 """
 
@@ -15,8 +15,9 @@ from typing import Any, Union
 from pydantic import ValidationError
 
 from lumberjack.errors import BadInput
-from lumberjack.profiles.messages import one_line
-from lumberjack.profiles.model import ProfileFile, SiteProfile, display_path
+from lumberjack.profiles.messages import display_path, one_line
+from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.profile_file import ProfileFile
 from lumberjack.site.batch import SYSTEMS
 
 if sys.version_info >= (3, 11):

@@ -20,7 +20,7 @@ import shlex
 from typing import Any
 
 from lumberjack.ap.agent_zipapp import build_agent
-from lumberjack.core.contract import ExportLayout, to_json
+from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
@@ -66,11 +66,7 @@ def create(ledger: Ledger, site: Site, name: str, request: ResourceRequest) -> d
     record = ledger.find_lease(name)
     if record is None:
         remote_dir = site.lease_dir(name)
-        if site.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
-            raise BadInput(
-                f"{remote_dir} already exists at site {profile.name}: an earlier lease of "
-                "that name; choose another name (or remove that directory)"
-            )
+        site.refuse_existing(remote_dir, "lease", "name")
         info = {"remote_dir": remote_dir, "request": request_info(request)}
         record = ledger.create_lease(name, site=profile.name, info=info)
     elif record.phase != LeasePhase.CREATING or record.site != profile.name:
@@ -93,8 +89,7 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         conn.put_bytes(build_agent(), layout.agent, 0o700)
         ship_condor_release(site, layout)
         plan = pool_plan(request_of(record.info), site.profile, layout)
-        conn.put_bytes(to_json(plan).encode(), layout.launch_plan,
-                       0o600)  # fmt: skip
+        site.put_launch_plan(layout, plan)
         crash_point("lease.after-dir")
         answer = site.agent(layout, "lease-start")
         crash_point("lease.before-ledger")

@@ -24,7 +24,7 @@ from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
-from lumberjack.core.contract import QUEUE_LOG, ExportLayout, to_json
+from lumberjack.core.contract import QUEUE_LOG, ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.profiles.sites import check_not_retired
@@ -134,8 +134,7 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
-        site.conn.put_bytes(to_json(plan).encode(), layout.launch_plan,
-                            0o600)  # fmt: skip
+        site.put_launch_plan(layout, plan)
         crash_point("launch.after-plan")
         answer = site.agent(layout, "launch")
         crash_point("launch.before-ledger")

@@ -11,7 +11,6 @@ the ledger as phase exported.
 from __future__ import annotations
 
 import contextlib
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -19,7 +18,6 @@ from lumberjack.ap import export as export_mod
 from lumberjack.ap import matchmaking
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core.contract import ExportLayout
-from lumberjack.errors import BadInput
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import (
     REQUEST_FIELDS,
@@ -79,7 +77,8 @@ def prepare(
     open (else one of its own). Raises BadInput."""
     profile = find_profile(site)
     check_not_retired(profile)
-    jobs = export_mod.select_jobs(schedd, selection)  # checks the jobs, too
+    # checks the jobs, too; one query for the plan and the matchmaking
+    jobs, queried = export_mod.select_jobs_with_ads(schedd, selection, matchmaking.MATCH_ATTRS)
     lease_info: dict[str, Any] = {}
     if lease is not None:
         lease_record = ledger.get_lease(lease)
@@ -88,25 +87,22 @@ def prepare(
     def request_for(ads: list[Any], runtimes: list[int]) -> ResourceRequest:
         if lease is not None:
             return plans.request_of(lease_record.info)
-        flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
-        return build_request(
-            profile, job_runtimes_s=runtimes, job_needs=matchmaking.needs_of(ads), **flags
-        )
+        return _request_following_jobs(profile, request_flags, ads, runtimes)
 
-    request, analysis, kept = _match(schedd, jobs, profile, site, request_for, skip_unmatched)
+    request, analysis, kept = _match(
+        schedd, jobs, queried, profile, site, request_for, skip_unmatched
+    )
+    del queried
     if kept is not None:
         selection = export_mod.Selection(ids=tuple(str(c) for c in kept))
+        jobs = [j for j in jobs if j["ClusterId"] in kept]
     with contextlib.nullcontext(held) if held else Site(profile) as connection:
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
-        if connection.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
-            raise BadInput(
-                f"{remote_dir} already exists at site {site}: an earlier export of that name; "
-                "choose another --name (or remove that directory)"
-            )
+        connection.refuse_existing(remote_dir, "export", "--name")
     plan, jobs, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=ledger.bundles_dir() / name,
-        remote_spool=ExportLayout(remote_dir).spool,
+        remote_spool=ExportLayout(remote_dir).spool, selected=jobs,
     )  # fmt: skip
     return SiteExport(
         plan=plan,
@@ -124,19 +120,51 @@ def prepare(
     )
 
 
+def check_selection(
+    schedd: LocalSchedd,
+    selection: export_mod.Selection,
+    site: str,
+    request_flags: dict[str, object],
+) -> tuple[ResourceRequest, matchmaking.Analysis]:
+    """The request that follows the selected jobs and their matchmaking at `site`, as
+    `prepare` makes them, for `sites check`; nothing changes and no site is asked.
+    Raises matchmaking.Unmatched (a BadInput) when a cluster can never run there."""
+    profile = find_profile(site)
+    check_not_retired(profile)
+    jobs, queried = export_mod.select_jobs_with_ads(schedd, selection, matchmaking.MATCH_ATTRS)
+
+    def request_for(ads: list[Any], runtimes: list[int]) -> ResourceRequest:
+        return _request_following_jobs(profile, request_flags, ads, runtimes)
+
+    request, analysis, _ = _match(schedd, jobs, queried, profile, site, request_for, False)
+    return request, analysis
+
+
+def _request_following_jobs(
+    profile: SiteProfile, request_flags: dict[str, object], ads: list[Any], runtimes: list[int]
+) -> ResourceRequest:
+    """The flags' request; what they leave out grows to the largest of the jobs."""
+    flags = {key: request_flags.get(key) for key in REQUEST_FIELDS}
+    return build_request(
+        profile, job_runtimes_s=runtimes, job_needs=matchmaking.needs_of(ads), **flags
+    )
+
+
 def _match(
     schedd: LocalSchedd,
     jobs: list[dict],
+    queried: list[Any],
     profile: SiteProfile,
     site: str,
     request_for: Callable[[list[Any], list[int]], ResourceRequest],
     skip_unmatched: bool,
 ) -> tuple[ResourceRequest, matchmaking.Analysis, list[int] | None]:
-    """The request and the matchmaking of the selected jobs; with refused clusters and
-    `skip_unmatched`, the clusters that can run (else None: all of them). Raises
-    matchmaking.Unmatched when a cluster can never run and none is to be skipped."""
+    """The request and the matchmaking of the selected jobs (`queried`: their ads as
+    the selection's query gave them); with refused clusters and `skip_unmatched`, the
+    clusters that can run (else None: all of them). Raises matchmaking.Unmatched when a
+    cluster can never run and none is to be skipped."""
     clusters = sorted({j["ClusterId"] for j in jobs})
-    ads = matchmaking.job_ads(schedd, clusters)
+    ads = matchmaking.job_ads(schedd, clusters, queried)
     request = request_for(ads, export_mod.runtimes_s(jobs))
     analysis = matchmaking.analyze(ads, profile, request)
     if not analysis.refused:

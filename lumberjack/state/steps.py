@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.core import crashpoints
-from lumberjack.core.contract import ExportLayout, lease_dir_name
+from lumberjack.core.contract import ExportLayout, LaunchPlan, lease_dir_name, to_json
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.state import phases
@@ -80,6 +80,20 @@ class Site:
         """Lease `name`'s directory at the site, beside the exports' (`export` and `lease
         create` both refuse a directory that exists, so the two never meet)."""
         return self.export_dir(lease_dir_name(name))
+
+    def refuse_existing(self, remote_dir: str, earlier: str, rename: str) -> None:
+        """BadInput when `remote_dir` exists: an earlier `earlier` (export, lease) of that
+        name left it, and reusing it would mix the two."""
+        if self.conn.run(f"test -e {shlex.quote(remote_dir)}", check=False).ok:
+            raise BadInput(
+                f"{remote_dir} already exists at site {self.profile.name}: an earlier "
+                f"{earlier} of that name; choose another {rename} (or remove that directory)"
+            )
+
+    def put_launch_plan(self, layout: ExportLayout, plan: LaunchPlan) -> None:
+        """launch.json: the plan the agent starts a pool and its pilots by, readable by
+        the site account only."""
+        self.conn.put_bytes(to_json(plan).encode(), layout.launch_plan, 0o600)
 
     def agent(self, layout: ExportLayout, command: str) -> dict[str, Any]:
         """Run the site agent; its JSON answer, or RemoteError with its one-line reason."""

@@ -14,11 +14,12 @@ from typing import Any
 import paramiko
 from fabric import Connection
 
-from lumberjack.errors import BadInput, RemoteError
+from lumberjack.ap.message_text import one_line
+from lumberjack.errors import RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys
 from lumberjack.transport.carrier import Consume, Feed, LinkLost, RunResult
-from lumberjack.transport.messages import CHUNK, one_line, short
+from lumberjack.transport.messages import CHUNK, short
 
 CONNECT_TIMEOUT = 20
 
@@ -47,13 +48,8 @@ class FabricCarrier:
             return
         profile = self.profile
         connect_kwargs: dict[str, Any] = {"transport_factory": _Transport}
-        identity = profile.identity_file_path()
+        identity = hostkeys.identity_file(profile)
         if identity is not None:
-            if not identity.is_file():
-                raise BadInput(
-                    f"site {profile.name}: identity_file {identity} does not exist; "
-                    "fix [site].identity_file in its profile"
-                )
             # The profile names the key: use that one only, as the site expects.
             connect_kwargs |= {
                 "key_filename": [str(identity)],

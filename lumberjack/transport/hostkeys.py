@@ -1,4 +1,5 @@
-"""Host keys: pinned, never accepted blindly, and a refusal says in one line how to fix it.
+"""The keys of a login. Host keys: pinned, never accepted blindly, and a refusal says in
+one line how to fix it. The user's key: the profile's identity_file, which must exist.
 
 The key of a site's login node comes from the profile's `known_hosts` file (or
 ~/.ssh/known_hosts); an unknown or changed key stops the connection, and the message
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Optional
 
 import paramiko
 
@@ -18,6 +20,18 @@ from lumberjack.profiles.sites import SiteProfile
 
 def known_hosts_file(profile: SiteProfile) -> Path:
     return profile.known_hosts_path() or Path("~/.ssh/known_hosts").expanduser()
+
+
+def identity_file(profile: SiteProfile) -> Optional[Path]:
+    """The private key the profile names (None: the client's own choice); BadInput, one
+    line, when it does not exist."""
+    identity = profile.identity_file_path()
+    if identity is not None and not identity.is_file():
+        raise BadInput(
+            f"site {profile.name}: identity_file {identity} does not exist; "
+            "fix [site].identity_file in its profile"
+        )
+    return identity
 
 
 def pin(client: paramiko.SSHClient, known_hosts: Path) -> None:

@@ -21,11 +21,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lumberjack.ap.message_text import one_line
 from lumberjack.ap.state_home import state_dir
 from lumberjack.errors import BadInput, LoginNeeded, LumberjackError, RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys
-from lumberjack.transport.messages import last_line, one_line
+from lumberjack.transport.messages import last_line
 
 CONNECT_TIMEOUT = 20
 #: How long a login lasts unless the profile's site or --persist says otherwise.
@@ -84,13 +85,8 @@ def ssh_options(profile: SiteProfile) -> list[str]:
         "-o", "UpdateHostKeys=no",
         "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
     ]  # fmt: skip
-    identity = profile.identity_file_path()
+    identity = hostkeys.identity_file(profile)
     if identity is not None:
-        if not identity.is_file():
-            raise BadInput(
-                f"site {profile.name}: identity_file {identity} does not exist; "
-                "fix [site].identity_file in its profile"
-            )
         options += ["-i", str(identity), "-o", "IdentitiesOnly=yes"]
     if profile.user:
         options += ["-l", profile.user]

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import shlex
 
+from lumberjack.ap.message_text import shortened
 from lumberjack.transport.helper import HELPER_PROGRAM
 
 CHUNK = 256 * 1024  # bytes per read/send: big enough to keep the channel busy
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def last_line(text: str) -> str:
@@ -22,4 +19,4 @@ def short(command: str) -> str:
     """A command as a message shows it: the helper's program as <helper>, at most 80."""
     if HELPER_PROGRAM in command:
         command = command.replace(shlex.quote(HELPER_PROGRAM), "<helper>")
-    return command if len(command) <= 80 else command[:77] + "..."
+    return shortened(command, 80)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
 from lumberjack.ap.bundle import check_relative
+from lumberjack.ap.message_text import one_line, printable
 from lumberjack.core import returns
 from lumberjack.core.manifest import FileEntry
 from lumberjack.core.returns import Limits
@@ -35,7 +36,7 @@ from lumberjack.errors import BadInput, RemoteError
 from lumberjack.site import transfer_helper
 from lumberjack.transport.carrier import Consume, Feed, LinkLost, Reach, RunResult
 from lumberjack.transport.helper import helper_command
-from lumberjack.transport.messages import CHUNK, last_line, one_line
+from lumberjack.transport.messages import CHUNK, last_line
 from lumberjack.transport.states import (
     FileState,
     Step,
@@ -346,7 +347,7 @@ class ReturnGuard:
             self._refuse(f"{path!r} is now {head['over']} bytes", self.limits.file_bytes,
                          self.limits.job_bytes_var)  # fmt: skip
         if "skip" in head:
-            why = "".join(c if c.isprintable() else "?" for c in str(head["skip"])[:200])
+            why = printable(str(head["skip"])[:200])
             self.skipped.append((path, f"skipped by the site: {why}"))  # its words, made safe
             return False
         offset, length = int(head["o"]), int(head["n"])

@@ -101,6 +101,28 @@ def test_dry_run_refuses_the_same(clusters: dict[str, int], state_dir: Path) -> 
     assert queue_state(clusters) == before
 
 
+def test_sites_check_with_jobs_shows_the_same_analysis(
+    clusters: dict[str, int], state_dir: Path
+) -> None:
+    """`sites check SITE -c/--ids` matches the jobs as `export --dry-run` does: the same
+    refusal lines and exit code, the same request when they fit; nothing changes."""
+    before = queue_state(clusters)
+    refused = ids(clusters, "fits", "memory", "os")
+    check = lumberjack("sites", "check", "testbed", *refused, check=False)
+    dry = lumberjack("export", *refused, "--site", "testbed", "--dry-run", check=False)
+    assert (check.returncode, dry.returncode) == (2, 2), check.stderr
+    assert check.stderr == dry.stderr and "2 of 3 clusters" in check.stderr
+    fits = ids(clusters, "2 cores 1GB")
+    check = json.loads(lumberjack("sites", "check", "testbed", *fits, "--json").stdout)
+    dry = json.loads(lumberjack("export", *fits, "--site", "testbed", "--dry-run", "--json").stdout)
+    assert check["matchmaking"] == dry["matchmaking"] and check["matchmaking"]["matched"] == 2
+    assert (check["cores_per_node"], check["memory_per_node_mb"]) == (2, 1024)
+    text = lumberjack("sites", "check", "testbed", *fits).stdout
+    assert "2 jobs match the slot" in text, text
+    assert queue_state(clusters) == before
+    assert json.loads(lumberjack("exports", "--json").stdout)["exports"] == []
+
+
 def test_skip_unmatched_exports_only_what_fits(clusters: dict[str, int], state_dir: Path) -> None:
     before = queue_state(clusters)
     result = lumberjack(

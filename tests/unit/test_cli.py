@@ -117,6 +117,7 @@ def test_a_second_import_says_nothing_new_was_done(
     assert first.stdout == (
         "imported 2 jobs of 'calib': 1 completed, 1 handed back idle; 0 output files placed\n"
     )
+    assert schedd.woken == ["7.1"]  # the job handed back idle wakes the schedd (schedd._wake)
     second = invoke("import", "calib")
     assert (
         second.stdout

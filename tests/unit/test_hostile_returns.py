@@ -308,6 +308,17 @@ def test_sent_queue_changed_in_the_bundle_is_rebuilt_from_the_native_log(world: 
     assert merge.ads[jql.cluster_key(CLUSTER)].get("Arguments") == '"safe"'
 
 
+def test_sent_queue_read_once_counts_what_writing_it_again_would(world: World) -> None:
+    """The returned queue's bounds come from the sent log as read (bytes, records),
+    the same as from writing the sent queue again; a rebuilt queue is written again."""
+    manifest = importer.bundle_mod.load_manifest(world.bundle)
+    sent, size = importer._read_sent(world.bundle, manifest)
+    assert sent is not None and size == importer._log_size(sent)
+    (world.bundle / "spool" / "job_queue.log").write_text("")
+    sent, size = importer._read_sent(world.bundle, manifest)
+    assert sent is not None and size is None
+
+
 def test_without_any_copy_of_the_sent_queue_import_refuses(world: World) -> None:
     (world.bundle / "native" / "job_queue.log").unlink()
     (world.bundle / "spool" / "job_queue.log").write_text("")

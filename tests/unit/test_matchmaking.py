@@ -53,6 +53,14 @@ def test_slot_ad_is_a_partitionable_slot_of_the_request(testbed) -> None:  # typ
     assert slot["Requirements"] == "(START) && (WithinResourceLimits)"
 
 
+def test_slot_summary_shows_string_attributes_as_their_values(testbed) -> None:  # type: ignore[no-untyped-def]
+    slot = matchmaking.site_slot(testbed, build_request(testbed))
+    slot["OpSysAndVer"] = '"Alma\\"9"'  # a literal with an escaped quote inside
+    del slot["Arch"]
+    summary = matchmaking.slot_summary(slot)
+    assert 'OpSysAndVer Alma"9, Arch unknown,' in summary
+
+
 def test_pilot_config_advertises_the_slot_ads_names() -> None:
     from lumberjack.core.contract import ExportLayout
     from lumberjack.site.remote_pool import PoolSettings, pilot_config

@@ -9,21 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lumberjack.ap.pathmap import (
-    INPUT_ATTRS,
-    LOG_ATTRS,
-    OUTPUT_ATTRS,
-    InputFile,
-    JobPaths,
-    PathMap,
-    bundle_path,
-    mirror_path,
-    parse_remaps,
-    proc_spool_dir,
-    remap_name,
-    rewrite_job,
-    split_file_list,
-)
+from lumberjack.ap.file_lists import parse_remaps, remap_name, split_file_list
+from lumberjack.ap.job_attrs import INPUT_ATTRS, LOG_ATTRS, OUTPUT_ATTRS
+from lumberjack.ap.job_paths import InputFile, JobPaths
+from lumberjack.ap.pathmap import PathMap, rewrite_job
+from lumberjack.ap.remote_layout import bundle_path, mirror_path, proc_spool_dir
 from lumberjack.core.classad_text import quote_string, unquote_string
 from lumberjack.errors import BadInput
 

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lumberjack.ap import placement
-from lumberjack.ap.pathmap import JobPaths, proc_spool_dir, rewrite_job
+from lumberjack.ap.job_paths import JobPaths
+from lumberjack.ap.pathmap import rewrite_job
 from lumberjack.ap.placement import (
     Placement,
     allowed_roots,
@@ -17,6 +18,7 @@ from lumberjack.ap.placement import (
     is_schedd_file,
     plan_outputs,
 )
+from lumberjack.ap.remote_layout import proc_spool_dir
 from lumberjack.core.classad_text import quote_string
 from lumberjack.errors import BadInput
 

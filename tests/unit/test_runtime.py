@@ -60,7 +60,7 @@ def settings(runtime: str = "apptainer", root: str = ROOT, **overrides) -> PoolS
 
 
 def test_every_profile_runtime_has_a_class() -> None:
-    from lumberjack.profiles.model import RUNTIMES as PROFILE_RUNTIMES
+    from lumberjack.profiles.value_types import RUNTIMES as PROFILE_RUNTIMES
 
     assert set(RUNTIMES) == set(PROFILE_RUNTIMES)
     assert get_runtime("singularity", ROOT).pool_name == "lumberjack-calib"

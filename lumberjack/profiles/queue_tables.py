@@ -1,0 +1,147 @@
+"""[[queues]], [batch] and [defaults] of a profile file: the batch queues pilots may use
+with their per-job limits, what every pilot script gets, and the default request.
+
+Validation context: `batch_system`, the [site] batch system's name when it is a known
+one (its directive prefix and launchers are checked).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Optional
+
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from lumberjack.core.shell_safe import CHUNK_RESOURCE
+from lumberjack.profiles.value_types import (
+    QUEUE_NAME,
+    Allocation,
+    ChunkResources,
+    Directives,
+    GpuModel,
+    GpuVendor,
+    Memory,
+    QueueName,
+    SetupLines,
+    Table,
+    Text,
+    Walltime,
+    batch_system,
+    problem,
+)
+from lumberjack.site.gpus import SIMULATED_MODELS
+
+
+class Queue(Table):
+    """[[queues]]: one queue (Slurm partition or QOS, PBS/Cobalt queue), its per-job limits."""
+
+    name: QueueName
+    batch_queue: Annotated[StrictStr, Field(examples=['"regular"'])] = ""  # "": no directive
+    description: Text = ""
+    min_nodes: Annotated[StrictInt, Field(ge=1)] = 1
+    max_nodes: Annotated[StrictInt, Field(ge=1)]
+    cores_per_node: Annotated[StrictInt, Field(ge=1)]
+    memory_per_node_mb: Memory = Field(alias="memory_per_node")
+    gpus_per_node: Annotated[StrictInt, Field(ge=0)] = 0
+    gpu_vendor: Optional[GpuVendor] = None  # picks the runtime's device passthrough
+    gpu_model: Optional[GpuModel] = None
+    # Test sites only: HTCondor's GPU discovery simulates this queue's GPUs (gpus.py).
+    simulate_gpus: StrictBool = False
+    # A node's local disk for job sandboxes, where known: jobs asking for more are
+    # refused before export (unset: RequestDisk is not checked).
+    disk_per_node_mb: Optional[Memory] = Field(None, alias="disk_per_node")
+    max_walltime_s: Walltime = Field(alias="max_walltime")
+    whole_node: StrictBool = False
+    default: StrictBool = False
+    directives: Directives = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _batch_queue_defaults_to_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "batch_queue" not in data and "name" in data:
+            return {**data, "batch_queue": data["name"]}
+        return data
+
+    @field_validator("batch_queue")
+    @classmethod
+    def _batch_queue_name(cls, value: str) -> str:
+        if value and not QUEUE_NAME.match(value):
+            raise problem('is not a queue name; write e.g. "regular" or ""')
+        return value
+
+    @model_validator(mode="after")
+    def _nodes_in_order(self) -> Queue:
+        if self.min_nodes > self.max_nodes:
+            raise problem(f"is above max_nodes ({self.max_nodes}); lower it", key=("min_nodes",))
+        return self
+
+    @model_validator(mode="after")
+    def _gpus_described(self) -> Queue:
+        has = self.gpus_per_node > 0
+        for key, example in (("gpu_vendor", '"nvidia"'), ("gpu_model", '"A100-SXM4-40GB"')):
+            if has and getattr(self, key) is None:
+                raise problem(f"a queue with GPUs needs {key}; add e.g. {key} = {example}",
+                              show=False)  # fmt: skip
+            if not has and getattr(self, key) is not None:
+                raise problem("is only for queues with gpus_per_node > 0; remove it", key=(key,))
+        simulable = self.gpu_vendor == "nvidia" and self.gpu_model in SIMULATED_MODELS
+        if self.simulate_gpus and not (has and simulable):
+            models = ", ".join(json.dumps(model) for model in SIMULATED_MODELS)
+            why = f"a gpu_model HTCondor simulates: {models}" if has else "gpus_per_node > 0"
+            raise problem(f'needs gpu_vendor = "nvidia" and {why}', key=("simulate_gpus",),
+                          show=False)  # fmt: skip
+        return self
+
+
+class BatchSettings(Table):
+    """[batch]: what every pilot script of the site gets besides its queue's directives."""
+
+    extra_directives: Directives = ()
+    setup: SetupLines = ()
+    launcher: StrictStr = ""  # "": the batch system's default
+    chunk_resources: ChunkResources = ()
+    memory_request: StrictBool = True  # false: the site refuses any (TACC's Slurm: --mem)
+
+    @field_validator("launcher", mode="before")
+    @classmethod
+    def _known_launcher(cls, launcher: Any, info: ValidationInfo) -> Any:
+        name = (info.context or {}).get("batch_system")
+        if name:
+            choices = batch_system(name).LAUNCHERS
+            if not isinstance(launcher, str):
+                raise problem(f"is not a string; write e.g. launcher = {json.dumps(choices[0])}")
+            if launcher.strip() not in choices:
+                options = " or ".join(json.dumps(choice) for choice in choices)
+                raise problem(f"is not one of the choices; write {options}")
+        return launcher
+
+    @field_validator("chunk_resources")
+    @classmethod
+    def _pbs_chunks(cls, chunk: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        name = (info.context or {}).get("batch_system")
+        if chunk and name and name != "pbs":
+            raise problem("is for PBS sites only; remove it")
+        for item in chunk:
+            if not CHUNK_RESOURCE.match(item):
+                raise problem('is not name=value; write e.g. "system=polaris"', value=item)
+        return chunk
+
+
+class RequestDefaults(Table):
+    """[defaults]: the resource request when no flag says otherwise."""
+
+    nodes: Optional[Annotated[StrictInt, Field(ge=1)]] = None
+    cores: Optional[Annotated[StrictInt, Field(ge=1)]] = None
+    memory_mb: Optional[Memory] = Field(None, alias="memory")
+    gpus: Optional[Annotated[StrictInt, Field(ge=0)]] = None
+    walltime_s: Optional[Walltime] = Field(None, alias="walltime")
+    queue: Optional[Annotated[StrictStr, Field(examples=['"regular"'])]] = None
+    allocation: Optional[Allocation] = None
