@@ -39,6 +39,7 @@ import testbed  # noqa: E402
 
 from lumberjack.ap import export as export_mod  # noqa: E402
 from lumberjack.ap.schedd import LocalSchedd  # noqa: E402
+from lumberjack.core.contract import to_json  # noqa: E402
 from lumberjack.profiles.sites import find_profile  # noqa: E402
 from lumberjack.state import handback, lifecycle, plans, site_export, steps  # noqa: E402
 from lumberjack.state.ledger import Ledger  # noqa: E402
@@ -53,16 +54,17 @@ ACCEPTED = "Accepted publickey for "
 _PLACE = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-from lumberjack.site import agent
-from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.core.contract import ExportLayout, SubmittedPilots
+from lumberjack.site.files import read_plan, write_contract
+from lumberjack.site.job_queue import place_queue
+from lumberjack.site.pools import pool_for
 pilot = sys.argv[2]
 for root in sys.argv[3:]:
     layout = ExportLayout(root)
-    plan = json.load(open(layout.launch_plan))
-    settings = agent.settings_for(layout, plan)
-    agent.place_queue(layout, settings.site_user, settings.trust_domain)
+    settings = pool_for(layout, read_plan(layout)).settings()
+    place_queue(layout, settings.site_user, settings.trust_domain)
     os.makedirs(layout.pilots, exist_ok=True)
-    agent._write_json(agent.Path(layout.pilot_list), [pilot])
+    write_contract(layout.pilot_list, SubmittedPilots((pilot,)))
 print("placed", len(sys.argv) - 3)
 """
 
@@ -104,7 +106,7 @@ def stand_in_launch(names: list[str]) -> str:
             record = ledger.get(name)
             layout = steps.layout_of(record)
             plan = plans.launch_plan(record, site.profile, layout)
-            site.conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan, 0o600)
+            site.conn.put_bytes(to_json(plan).encode(), layout.launch_plan, 0o600)
             roots.append(layout.root)
         agent = roots[0] + "/agent.pyz"
         site.conn.run(shlex.join(["python3", "-c", _PLACE, agent, held, *roots]))

@@ -19,8 +19,8 @@ from pathlib import Path
 from lumberjack.ap.identity import Owner, acting_as
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
+from lumberjack.core.contract import QUEUE_LOG
 
-QUEUE_LOG = "job_queue.log"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 

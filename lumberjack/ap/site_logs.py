@@ -3,10 +3,11 @@
 The site agent gathers them when it stops an export (site/gather_logs.py). `fetch`
 brings them into this account's work dir for the export (site-logs/, 0700) through the
 same checked download as the results, with caps of their own: no file over
-gather_logs.FILE_MAX, no more than TOTAL bytes or MAX_FILES files; links, special files
-and unsafe names are skipped. A refused or missing set of logs never fails the fetch:
-the answer says why. `condor_lumberjack logs` reads them again as hostile: regular files
-of one name only, within the cap, every control character but newline and tab replaced.
+SiteLogs.FILE_MAX (core/contract.py), no more than TOTAL bytes or MAX_FILES files;
+links, special files and unsafe names are skipped. A refused or missing set of logs
+never fails the fetch: the answer says why. `condor_lumberjack logs` reads them again as
+hostile: regular files of one name only, within the cap, every control character but
+newline and tab replaced.
 """
 
 from __future__ import annotations
@@ -19,16 +20,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lumberjack.ap.message_text import printable
+from lumberjack.core.contract import SiteLogs
 from lumberjack.core.returns import Limits
 from lumberjack.errors import BadInput, LumberjackError
-from lumberjack.site import gather_logs
-from lumberjack.site.gather_logs import FILE_MAX, JOBS, LOGS_DIR, PILOTS
 
 #: What a fetch takes at most (a little over what the agent writes: its own caps).
-TOTAL = gather_logs.TOTAL_MAX + (1 << 20)
+TOTAL = SiteLogs.TOTAL_MAX + (1 << 20)
 MAX_FILES = 100_000
 LIMITS = Limits(
-    job_bytes=FILE_MAX, total_bytes=TOTAL, job_files=MAX_FILES,
+    job_bytes=SiteLogs.FILE_MAX, total_bytes=TOTAL, job_files=MAX_FILES,
     job_bytes_var="the site logs' cap per file", total_bytes_var="the site logs' TOTAL cap",
     job_files_var="the site logs' cap on files",
 )  # fmt: skip
@@ -41,7 +41,7 @@ class Downloads(Protocol):
 
 def local_dir(work_dir: Path) -> Path:
     """Where an export's site logs come home: beside its returned spool."""
-    return work_dir / LOGS_DIR
+    return work_dir / SiteLogs.DIR
 
 
 def fetch(conn: Downloads, export_root: str, work_dir: Path) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def fetch(conn: Downloads, export_root: str, work_dir: Path) -> dict[str, Any]:
     target.mkdir(mode=0o700)
     try:
         report = conn.download(
-            f"{export_root.rstrip('/')}/{LOGS_DIR}", target, limits=LIMITS, max_files=MAX_FILES
+            f"{export_root.rstrip('/')}/{SiteLogs.DIR}", target, limits=LIMITS, max_files=MAX_FILES
         )
     except LumberjackError as exc:
         return {"error": f"site logs not fetched: {exc}"}
@@ -72,10 +72,10 @@ def read(path: Path) -> str | None:
         return None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > FILE_MAX:
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > SiteLogs.FILE_MAX:
             return None
-        data = handle.read(FILE_MAX + 1)
-    if len(data) > FILE_MAX:
+        data = handle.read(SiteLogs.FILE_MAX + 1)
+    if len(data) > SiteLogs.FILE_MAX:
         return None
     text = data.decode("utf-8", "replace")
     return printable(text, keep="\n\t")
@@ -96,23 +96,23 @@ def _some(jobs: list[str]) -> str:
 
 def job_log(logs: Path, job: str) -> str | None:
     """The site's excerpt for one job (checked by check_job first), or None."""
-    return read(logs / JOBS / f"{job}.log")
+    return read(logs / SiteLogs.JOBS / f"{job}.log")
 
 
 def summary(logs: Path, jobs: list[str]) -> dict[str, Any]:
     """What came home: each pilot's output (its text), and per job of this export that
     has a log the first line of it (its fate at the site)."""
     pilots: dict[str, str] = {}
-    for entry in _files(logs / PILOTS):
-        text = read(logs / PILOTS / entry)
+    for entry in _files(logs / SiteLogs.PILOTS):
+        text = read(logs / SiteLogs.PILOTS / entry)
         if text is not None:
             pilots[entry] = text
     known = set(jobs)
     fates: dict[str, str] = {}
-    for entry in _files(logs / JOBS):
+    for entry in _files(logs / SiteLogs.JOBS):
         job = entry[: -len(".log")] if entry.endswith(".log") else ""
         if job in known:
-            text = read(logs / JOBS / entry)
+            text = read(logs / SiteLogs.JOBS / entry)
             if text is not None:
                 fates[job] = text.split("\n", 1)[0][:300]
     order = {job: index for index, job in enumerate(jobs)}

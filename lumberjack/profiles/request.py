@@ -40,12 +40,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union
 
+from lumberjack.core.contract import PilotSpec
 from lumberjack.core.shell_safe import DIRECTIVE_WORD
 from lumberjack.core.units import format_memory, format_walltime, parse_memory, parse_walltime
 from lumberjack.errors import BadInput
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.queue_tables import Queue
-from lumberjack.site.batch import PilotSpec
 
 #: What a person may ask for: build_request's keyword names, and the flags of every
 #: command that takes a request (--idle-shutdown for idle_shutdown).

@@ -31,19 +31,16 @@ from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.classad_text import int_or_none, is_true, unquote_string
+from lumberjack.core.contract import QUEUE_LOG, ExportLayout, LaunchPlan, SiteLogs
 from lumberjack.core.jobstatus import JobStatus, status_of, word_of
 
-LOGS_DIR = "site-logs"  # in the export's directory at the site
-PILOTS = "pilots"
-JOBS = "jobs"
-#: Largest file the agent writes; the access point refuses anything larger.
-FILE_MAX = 64 << 10
+LOGS_DIR, PILOTS, JOBS = SiteLogs.DIR, SiteLogs.PILOTS, SiteLogs.JOBS
+FILE_MAX = SiteLogs.FILE_MAX
 #: Largest excerpt of one log for one job (its head and tail kept).
 EXCERPT_MAX = 15 << 10
 #: StartLog lines of a job that completed: where and when it ran.
 BRIEF_MAX = 4 << 10
-#: All the files together; beyond it jobs get no file (the answer counts them).
-TOTAL_MAX = 64 << 20
+TOTAL_MAX = SiteLogs.TOTAL_MAX
 #: Of a site log larger than this, only the end is read.
 READ_MAX = 256 << 20
 LINE_MAX = 2000
@@ -125,7 +122,7 @@ def outcomes(spool: Path) -> dict[str, tuple[str, bool]]:
     """Per job: (the first line of its file, whether it went wrong), from the site's
     queue as the schedd left it."""
     found: dict[str, tuple[str, bool]] = {}
-    queue = spool / "job_queue.log"
+    queue = spool / QUEUE_LOG
     if not queue.is_file():
         return found  # stopped before any queue was placed
     for key, ad in jql.read_log(queue).items():
@@ -236,24 +233,24 @@ def mentions(log: Path, wanted: set[str], into: dict[str, Excerpt]) -> None:
 # ---- gathering ---------------------------------------------------------------------------
 
 
-def gather(root: str, plan: dict[str, Any] | None) -> dict[str, Any]:
+def gather(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
     """Write EXPORT/site-logs/ afresh from the export's logs; what was written."""
-    export = Path(root)
-    out = export / LOGS_DIR
+    layout = ExportLayout(root)
+    out = Path(layout.site_logs)
     shutil.rmtree(out, ignore_errors=True)
     (out / PILOTS).mkdir(parents=True, mode=0o700)
     (out / JOBS).mkdir(mode=0o700)
-    joined = bool(plan and plan.get("lease"))
-    fates = outcomes(export / "spool")
+    joined = bool(plan and plan.lease)
+    fates = outcomes(Path(layout.spool))
     wrong = {job for job, (_, bad) in fates.items() if bad}
-    found = _excerpts(export, fates, wrong, joined)
+    found = _excerpts(layout, fates, wrong, joined)
     budget = [TOTAL_MAX]
     written = left_out = pilots = 0
     first = sorted(wrong, key=_job_order)
     for batch in ("wrong", "pilots", "rest"):
         if batch == "pilots":
             if not joined:
-                pilots = _pilot_tails(export / "pilots" / "out", out / PILOTS, budget)
+                pilots = _pilot_tails(Path(layout.pilot_output), out / PILOTS, budget)
             continue
         jobs = first if batch == "wrong" else sorted(set(fates) - wrong, key=_job_order)
         for job in jobs:
@@ -270,7 +267,7 @@ def gather(root: str, plan: dict[str, Any] | None) -> dict[str, Any]:
             "bytes": TOTAL_MAX - budget[0]}  # fmt: skip
 
 
-def gather_safely(root: str, plan: dict[str, Any] | None) -> dict[str, Any]:
+def gather_safely(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
     """`gather` for the agent's `stop`, once the logs are final: a failure says why and
     never fails the stop."""
     try:
@@ -280,7 +277,7 @@ def gather_safely(root: str, plan: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _excerpts(
-    export: Path, fates: dict[str, tuple[str, bool]], wrong: set[str], joined: bool
+    layout: ExportLayout, fates: dict[str, tuple[str, bool]], wrong: set[str], joined: bool
 ) -> list[tuple[str, dict[str, Excerpt]]]:
     """(log name, job -> its excerpt) of every log read: the startds' unless `joined`,
     the pool's own for the jobs that went wrong."""
@@ -288,12 +285,12 @@ def _excerpts(
     starter: dict[str, Excerpt] = {}
     if not joined:
         sizes = {job: EXCERPT_MAX if job in wrong else BRIEF_MAX for job in fates}
-        for node in sorted((export / "pilots" / "nodes").glob("*/log")):
+        for node in sorted(Path(layout.pilots, "nodes").glob("*/log")):
             starters = startd_lines(node / "StartLog", sizes, startd)
             for log in sorted(node.glob("StarterLog.slot*")):
                 if not log.name.endswith(".old"):
                     starter_sections(log, starters, wrong, starter)
-    pool_log = export / "pool" / "local" / "log"
+    pool_log = Path(layout.pool_local, "log")
     shadow: dict[str, Excerpt] = {}
     schedd: dict[str, Excerpt] = {}
     mentions(pool_log / "ShadowLog", wrong, shadow)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lumberjack.core.contract import LaunchPlan
+
 #: The vendors a profile may name, and the container runtime's arguments that pass their
 #: devices through (Apptainer and Singularity alike).
 PASSTHROUGH: dict[str, tuple[str, ...]] = {
@@ -86,12 +88,11 @@ def startd_gpu_lines(gpus: int, vendor: str, model: str = "", simulate: bool = F
     return "\n".join(lines)
 
 
-def pool_settings(launch: dict[str, Any]) -> dict[str, Any]:
-    """PoolSettings' GPU fields from launch.json (none in a plan written before GPUs)."""
-    gpus = launch.get("gpus") or {}
+def pool_settings(plan: LaunchPlan) -> dict[str, Any]:
+    """PoolSettings' GPU fields from the launch plan."""
     return {
-        "gpus": int((launch.get("spec") or {}).get("gpus_per_node", 0)),
-        "gpu_vendor": gpus.get("vendor") or "",
-        "gpu_model": gpus.get("model") or "",
-        "simulate_gpus": bool(gpus.get("simulate")),
+        "gpus": plan.spec.gpus_per_node,
+        "gpu_vendor": plan.gpus.vendor,
+        "gpu_model": plan.gpus.model,
+        "simulate_gpus": plan.gpus.simulate,
     }

@@ -1,7 +1,7 @@
 """The pilots' token: an IDTOKEN for `pilot@<trust domain>` that may only read and
 advertise a startd and its master (remote_pool.PILOT_AUTHZ).
 
-It lives for the pilots' walltime and a short margin (launch["token_lifetime_s"], see
+It lives for the pilots' walltime and a short margin (the plan's token_lifetime_s, see
 state/plans.py), not for days: a token taken from a compute node is worth little for
 long. A pilot may wait in the batch queue longer than that margin, so while one waits,
 every `status` (sync runs it each minute) mints a fresh token once half the margin has
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lumberjack.site.remote_pool import PILOT_AUTHZ, ExportLayout, PoolSettings
+from lumberjack.core.contract import ExportLayout, LaunchPlan
+from lumberjack.site.remote_pool import PILOT_AUTHZ, PoolSettings
 
 
 def token_file(layout: ExportLayout) -> Path:
@@ -52,9 +53,9 @@ def mint(layout: ExportLayout, settings: PoolSettings, lifetime_s: int) -> None:
     os.replace(partial, token_file(layout))
 
 
-def stale(layout: ExportLayout, launch: dict, now: float | None = None) -> bool:
+def stale(layout: ExportLayout, plan: LaunchPlan, now: float | None = None) -> bool:
     """Whether a waiting pilot would start with less than its walltime left on the token."""
-    margin = int(launch["token_lifetime_s"]) - int(launch["spec"]["walltime_s"])
+    margin = plan.token_lifetime_s - plan.spec.walltime_s
     try:
         issued = claims(token_file(layout).read_text())["iat"]
     except (OSError, ValueError, KeyError, IndexError):
@@ -63,10 +64,10 @@ def stale(layout: ExportLayout, launch: dict, now: float | None = None) -> bool:
 
 
 def refresh_for_waiting(
-    layout: ExportLayout, settings: PoolSettings, launch: dict, states: dict[str, str]
+    layout: ExportLayout, settings: PoolSettings, plan: LaunchPlan, states: dict[str, str]
 ) -> bool:
     """Mint a fresh token when a pilot still waits in the queue and the token is stale."""
-    if "queued" not in states.values() or not stale(layout, launch):
+    if "queued" not in states.values() or not stale(layout, plan):
         return False
-    mint(layout, settings, int(launch["token_lifetime_s"]))
+    mint(layout, settings, plan.token_lifetime_s)
     return True

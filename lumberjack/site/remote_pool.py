@@ -1,7 +1,8 @@
-"""The remote pool at a site: where its files live, and the HTCondor configs it runs with.
+"""The remote pool at a site: the HTCondor configs and node scripts it runs with.
 
-One export = one directory at the site (`<base_dir>/<export name>/`) that holds
-everything, so that `cleanup` is one `rm -r` and two exports never share state:
+One export = one directory at the site (`<base_dir>/<export name>/`, its paths are
+core/contract.ExportLayout) that holds everything, so that `cleanup` is one `rm -r` and
+two exports never share state:
 
     bundle/      the shipped bundle (manifest.json, spool/ as it left the access point)
     spool/       the remote schedd's SPOOL (= the manifest's remote_spool)
@@ -24,14 +25,17 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from pathlib import PurePosixPath
 
+from lumberjack.core.contract import ExportLayout
 from lumberjack.core.slot_ad import PILOT_ATTR, RETIRE_ATTR, RETIRE_START
 from lumberjack.site.batch import BatchSystem
 from lumberjack.site.gpus import passthrough_args, startd_gpu_lines
 from lumberjack.site.job_container import job_container_lines
 from lumberjack.site.runtime import SYSTEM_RELEASE_LINES, ContainerRuntime, get_runtime
+from lumberjack.site.templating import render
 
+#: The directory of this module's template files (package data, shipped in the zipapp).
+TEMPLATES = "templates"
 #: Identity the pilots' token carries (`pilot@<trust domain>`).
 PILOT_IDENTITY = "pilot"
 #: Authorizations the pilots' token is limited to: what a startd and its master send
@@ -43,77 +47,6 @@ PILOT_AUTHZ = ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
 #: Where HTCondor's Debian and upstream packages put their helper programs (in the site
 #: image; runtime "none" points into its shipped release instead).
 RELEASE_LINES = SYSTEM_RELEASE_LINES
-
-
-@dataclass(frozen=True)
-class ExportLayout:
-    """Paths of one export's directory at the site."""
-
-    root: str  # absolute: <base_dir>/<export name>
-
-    def _path(self, *parts: str) -> str:
-        return str(PurePosixPath(self.root, *parts))
-
-    @property
-    def name(self) -> str:
-        return PurePosixPath(self.root).name
-
-    @property
-    def bundle(self) -> str:
-        return self._path("bundle")
-
-    @property
-    def launch_plan(self) -> str:
-        """launch.json: what the access point asks the agent to launch (its one writer)."""
-        return self._path("launch.json")
-
-    @property
-    def spool(self) -> str:
-        return self._path("spool")
-
-    @property
-    def pool(self) -> str:
-        return self._path("pool")
-
-    @property
-    def pool_local(self) -> str:
-        return self._path("pool", "local")
-
-    @property
-    def pool_config(self) -> str:
-        return self._path("pool", "condor_config")
-
-    @property
-    def pool_state(self) -> str:
-        return self._path("pool", "state.json")
-
-    @property
-    def master_pid(self) -> str:
-        return self._path("pool", "master.pid")
-
-    @property
-    def pilots(self) -> str:
-        return self._path("pilots")
-
-    @property
-    def pilot_config(self) -> str:
-        return self._path("pilots", "condor_config")
-
-    @property
-    def pilot_tokens(self) -> str:
-        return self._path("pilots", "tokens.d")
-
-    @property
-    def node_script(self) -> str:
-        return self._path("pilots", "node.sh")
-
-    @property
-    def pilot_list(self) -> str:
-        return self._path("pilots", "submitted.json")
-
-    @property
-    def agent(self) -> str:
-        return self._path("agent.pyz")
 
 
 @dataclass(frozen=True)
@@ -163,82 +96,26 @@ class PoolSettings:
 
 def _security(settings: PoolSettings, client_methods: str) -> str:
     owner = settings.owner_identity
-    pilot = settings.pilot_identity
-    daemons = f"{owner} condor@{settings.trust_domain}"
-    return f"""UID_DOMAIN = {settings.trust_domain}
-TRUST_DOMAIN = {settings.trust_domain}
-SEC_DEFAULT_AUTHENTICATION = REQUIRED
-SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS
-SEC_CLIENT_AUTHENTICATION_METHODS = {client_methods}
-SEC_DEFAULT_ENCRYPTION = REQUIRED
-SEC_DEFAULT_INTEGRITY = REQUIRED
-# Nobody but the site account (local tools: FS) and this export's pilots (token); a
-# pilot may read and advertise its startd and master, nothing else.
-ALLOW_READ = {daemons} {pilot}
-ALLOW_WRITE = {daemons}
-ALLOW_DAEMON = {daemons}
-ALLOW_NEGOTIATOR = {daemons}
-ALLOW_ADMINISTRATOR = {daemons}
-ALLOW_CONFIG = {daemons}
-ALLOW_ADVERTISE_SCHEDD = {daemons}
-ALLOW_ADVERTISE_STARTD = {pilot}
-ALLOW_ADVERTISE_MASTER = {daemons} {pilot}
-# No DENY lists: a DENY at a level also denies every level it implies (DAEMON implies
-# ADVERTISE_STARTD), so the pilot's identity is simply absent from every other list."""
+    return render(
+        __package__, f"{TEMPLATES}/security.config.tmpl", domain=settings.trust_domain,
+        client_methods=client_methods, pilot=settings.pilot_identity,
+        daemons=f"{owner} condor@{settings.trust_domain}",
+    )  # fmt: skip
 
 
-def pool_config(settings: PoolSettings) -> str:
-    """condor_config of the schedd + collector + negotiator on the login node."""
+def pool_config(settings: PoolSettings, title: str = "") -> str:
+    """condor_config of the schedd + collector + negotiator on the login node
+    (templates/pool.config.tmpl); `title`: its first line's."""
     layout = settings.layout
     name = f"{layout.name}@{settings.trust_domain}"
-    return f"""# condor_lumberjack remote pool for export {layout.name} (written by the site agent)
-{settings.runtime.release_lines()}
-ETC = {layout.pool}
-LOCAL_DIR = {layout.pool_local}
-LOG = $(LOCAL_DIR)/log
-LOCK = $(LOCAL_DIR)/lock
-RUN = $(LOCAL_DIR)/run
-EXECUTE = $(LOCAL_DIR)/execute
-SPOOL = {layout.spool}
-DAEMON_SOCKET_DIR = $(RUN)
-DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR, SCHEDD
-MASTER_NAME = {name}
-SCHEDD_NAME = {name}
-COLLECTOR_NAME = condor_lumberjack {layout.name}
-CONDOR_HOST = {settings.address}
-NETWORK_INTERFACE = {settings.address}
-BIND_ALL_INTERFACES = FALSE
-ENABLE_IPV6 = FALSE
-USE_SHARED_PORT = TRUE
-SHARED_PORT_PORT = {settings.port}
-COLLECTOR_HOST = {settings.collector}
-SEC_PASSWORD_DIRECTORY = $(LOCAL_DIR)/passwords.d
-SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d
-SEC_TOKEN_DIRECTORY = $(LOCAL_DIR)/tokens.d
-{_security(settings, "FS, IDTOKENS")}
-# A startd advertises itself only with the pilots' token, never as the site account by FS
-# (on the testbed the pilots share the login node's host and filesystem).
-SEC_ADVERTISE_STARTD_AUTHENTICATION_METHODS = IDTOKENS
-# No cgroups or mail on a login node.
-BASE_CGROUP =
-CGROUP_MEMORY_LIMIT_POLICY = none
-MAIL = /bin/true
-# Quick cycles so that short jobs do not wait. A new startd is matched only by the next
-# negotiation cycle (nothing tells the negotiator it arrived): the interval is the wait
-# between a pilot's startd and its first job. This pool has one schedd and one slot ad
-# per pilot node (partitionable), so a cycle over even thousands of them takes well
-# under a second; NEGOTIATOR_CYCLE_DELAY keeps 2 s of quiet after each cycle however
-# long it ran, so a big pool's negotiator is never busy back to back.
-NEGOTIATOR_INTERVAL = 2
-NEGOTIATOR_CYCLE_DELAY = 2
-# A reschedule (the schedd has new idle jobs) may start a cycle 1 s after the last.
-NEGOTIATOR_MIN_INTERVAL = 1
-SCHEDD_INTERVAL = 10
-UPDATE_INTERVAL = 10
-# A killed pilot's startd says no goodbye: its ad goes after a minute without updates
-# (they come every 10 s), not 15, so its slot is not matched again meanwhile.
-CLASSAD_LIFETIME = 60
-{policy_caps(settings)}"""
+    return render(
+        __package__, f"{TEMPLATES}/pool.config.tmpl",
+        title=title or f"condor_lumberjack remote pool for export {layout.name}",
+        release_lines=settings.runtime.release_lines(), pool=layout.pool,
+        pool_local=layout.pool_local, spool=layout.spool, name=name, export=layout.name,
+        address=settings.address, port=settings.port, collector=settings.collector,
+        security=_security(settings, "FS, IDTOKENS"), policy_caps=policy_caps(settings),
+    )  # fmt: skip
 
 
 def policy_caps(settings: PoolSettings) -> str:
@@ -254,7 +131,8 @@ def policy_caps(settings: PoolSettings) -> str:
 
 
 def pilot_config(settings: PoolSettings) -> str:
-    """condor_config of the startds the pilots start (one per node).
+    """condor_config of the startds the pilots start, one per node
+    (templates/pilot.config.tmpl).
 
     Per-node values come from the environment node.sh sets: LJ_NODE_ID (unique name),
     LJ_NODE_DIR, LJ_CPUS, LJ_MEMORY_MB, LJ_PILOT_ID and LJ_RETIRE_TIME (epoch seconds
@@ -263,70 +141,23 @@ def pilot_config(settings: PoolSettings) -> str:
     containers = job_container_lines(
         settings.runtime_name, settings.image, _job_images_spool(settings), settings.gpu_vendor
     )
-    return f"""# condor_lumberjack pilot startd for export {settings.layout.name}
-{settings.runtime.release_lines()}
-ETC = {settings.layout.pilots}
-LOCAL_DIR = $ENV(LJ_NODE_DIR)
-LOG = $(LOCAL_DIR)/log
-LOCK = $(LOCAL_DIR)/lock
-RUN = $(LOCAL_DIR)/run
-EXECUTE = $(LOCAL_DIR)/execute
-SPOOL = $(LOCAL_DIR)/spool
-DAEMON_SOCKET_DIR = $(RUN)
-DAEMON_LIST = MASTER, STARTD
-# Several startds may share a host (and an address): unique names, ephemeral ports.
-MASTER_NAME = $ENV(LJ_NODE_ID)
-STARTD_NAME = $ENV(LJ_NODE_ID)
-USE_SHARED_PORT = FALSE
-ENABLE_IPV6 = FALSE
-COLLECTOR_HOST = {settings.collector}
-SEC_TOKEN_DIRECTORY = {settings.layout.pilot_tokens}
-SEC_TOKEN_SYSTEM_DIRECTORY = {settings.layout.pilot_tokens}
-{_security(settings, "FS, IDTOKENS")}
-# The node's own daemons (master -> startd -> starter: peaceful retirement, vacating)
-# prove themselves with FS, as the site account on this node: the node holds only the
-# pilots' token, never the key that would let a startd check a token. Towards the pool
-# on the login node FS fails on a real site (another machine) and IDTOKENS follows; the
-# pool accepts a startd's advertisement only with the pilots' token (see pool_config).
-# On a shared host a startd must not try a family session with login-node daemons.
-SEC_USE_FAMILY_SESSION = FALSE
-# One partitionable slot sized from the resource request.
-NUM_CPUS = $ENV(LJ_CPUS)
-MEMORY = $ENV(LJ_MEMORY_MB)
-NUM_SLOTS = 1
-NUM_SLOTS_TYPE_1 = 1
-SLOT_TYPE_1 = 100%
-SLOT_TYPE_1_PARTITIONABLE = TRUE
-# What the access point matched the jobs against (lumberjack/core/slot_ad.py).
-{PILOT_ATTR} = "$ENV(LJ_PILOT_ID)"
-{RETIRE_ATTR} = $ENV(LJ_RETIRE_TIME)
-STARTD_ATTRS = $(STARTD_ATTRS) {PILOT_ATTR} {RETIRE_ATTR}
-MASTER_ATTRS = $(MASTER_ATTRS) {PILOT_ATTR}
-# Retirement: no new job once the allocation is about to end, so none is cut off.
-START = {RETIRE_START}
-SUSPEND = FALSE
-PREEMPT = FALSE
-KILL = FALSE
-WANT_SUSPEND = FALSE
-WANT_VACATE = FALSE
-{startd_gpu_lines(settings.gpus, settings.gpu_vendor, settings.gpu_model, settings.simulate_gpus)}
-{containers}
-# Idle: no claim for this long and the startd (and so the pilot) ends.
-STARTD_NOCLAIM_SHUTDOWN = {settings.idle_shutdown_s}
-RUNBENCHMARKS = 0
-UPDATE_INTERVAL = 10
-STARTER_UPDATE_INTERVAL = 10
-BASE_CGROUP =
-CGROUP_MEMORY_LIMIT_POLICY = none
-MOUNT_UNDER_SCRATCH =
-MAIL = /bin/true
-"""
+    gpu_lines = startd_gpu_lines(
+        settings.gpus, settings.gpu_vendor, settings.gpu_model, settings.simulate_gpus
+    )
+    return render(
+        __package__, f"{TEMPLATES}/pilot.config.tmpl", export=settings.layout.name,
+        release_lines=settings.runtime.release_lines(), pilots=settings.layout.pilots,
+        collector=settings.collector, tokens=settings.layout.pilot_tokens,
+        security=_security(settings, "FS, IDTOKENS"), pilot_attr=PILOT_ATTR,
+        retire_attr=RETIRE_ATTR, retire_start=RETIRE_START, gpu_lines=gpu_lines,
+        containers=containers, idle_shutdown_s=settings.idle_shutdown_s,
+    )  # fmt: skip
 
 
 def _job_images_spool(settings: PoolSettings) -> str | None:
     """The spool whose shipped images the pilots' jobs may run in: their export's. A
     lease's pilots serve several exports (owners) and see none of their directories."""
-    if settings.layout.name.startswith(LEASE_PREFIX):
+    if settings.layout.is_lease:
         return None
     return settings.layout.spool
 
@@ -367,8 +198,12 @@ def node_script(
     memory_mb: int,
     walltime_s: int,
     retire_s: int,
+    head: str = "",
+    head_end: str = "",
 ) -> str:
-    """node.sh: started once per node by a pilot of `batch`; runs one startd until it exits.
+    """node.sh (templates/node.sh.tmpl): started once per node by a pilot of `batch`;
+    runs one startd until it exits. `head` and `head_end`: what the head node of an
+    allocation runs before its startd and after it (see allocation_node_script).
 
     The startd's name holds the pilot's job id and the node's name, from the variables
     `batch` sets on every node (the shell's PID and `hostname -s` where it sets none).
@@ -379,71 +214,25 @@ def node_script(
     node.sh turns its own startd off peacefully, through the node-local FS
     authentication. TERM stops it at once.
     """
-    layout = settings.layout
-    memory = str(memory_mb) if memory_mb > 0 else _NODE_MEMORY
     # The node's own master: it stops the startd peacefully (running jobs finish),
     # then exits itself, which ends node.sh.
     local_off = _in_image(
-        settings,
-        "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS",
-        "condor_off",
-        "-peaceful",
-        "-master",
-        "-addr",
-        '"$(head -n 1 "$LJ_NODE_DIR/log/.master_address")"',
-    )
+        settings, "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS", "condor_off", "-peaceful",
+        "-master", "-addr", '"$(head -n 1 "$LJ_NODE_DIR/log/.master_address")"',
+    )  # fmt: skip
     node = "$(hostname -s)"
     if batch.NODE_NAME_ENV:
         node = f"${{{batch.NODE_NAME_ENV}:-{node}}}"
-    return f"""#!/bin/bash
-# condor_lumberjack: one startd on this node, run the site's way ({settings.runtime.NAME}).
-set -u
-pilot=${{{batch.JOB_ID_ENV}:-$$}}
-node={node}
-export LJ_PILOT_ID="${{pilot%%.*}}"
-export LJ_NODE_ID="pilot-$LJ_PILOT_ID-$node"
-export LJ_NODE_DIR={shlex.quote(layout.pilots)}/nodes/$LJ_NODE_ID
-export LJ_CPUS={cores}
-export LJ_MEMORY_MB={memory}
-export LJ_RETIRE_TIME=$(( $(date +%s) + {walltime_s} - {retire_s} ))
-mkdir -p "$LJ_NODE_DIR"/log "$LJ_NODE_DIR"/lock "$LJ_NODE_DIR"/run "$LJ_NODE_DIR"/execute \\
-    "$LJ_NODE_DIR"/spool
-
-# retire and stop run from traps, which shellcheck does not follow.
-# shellcheck disable=SC2329
-retire() {{
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: retiring (no new jobs; running ones finish)"
-    {local_off} || true
-}}
-# shellcheck disable=SC2329
-stop() {{
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: stopping"
-    kill -TERM "$master" 2>/dev/null
-}}
-
-{_in_image(settings, "condor_master", "-f")} &
-master=$!
-retired=0
-# shellcheck disable=SC2329
-retire_once() {{
-    if [ "$retired" = 0 ]; then retired=1; retire; fi
-}}
-trap retire_once USR1
-trap stop TERM INT
-# The pilot retires its nodes by a mark on the shared filesystem (see retire_command);
-# USR1 sent to this script alone does the same. Poll until the master is gone; `wait`
-# on the sleep returns early when a trapped signal arrives.
-retire_mark={shlex.quote(retire_dir(layout))}/"$LJ_PILOT_ID"
-while kill -0 "$master" 2>/dev/null; do
-    if [ -e "$retire_mark" ]; then retire_once; fi
-    sleep {RETIRE_POLL_S} &
-    wait $!
-done
-# The master is gone; bash still holds its exit status.
-wait "$master" 2>/dev/null
-status=$?
-exit "$status"
-"""
+    return render(
+        __package__, f"{TEMPLATES}/node.sh.tmpl",
+        runtime=settings.runtime.NAME, job_id_env=batch.JOB_ID_ENV, node=node,
+        pilots_dir=shlex.quote(settings.layout.pilots), cores=cores,
+        memory=str(memory_mb) if memory_mb > 0 else _NODE_MEMORY,
+        walltime_s=walltime_s, retire_s=retire_s, local_off=local_off,
+        startd=_in_image(settings, "condor_master", "-f"),
+        retire_dir=shlex.quote(retire_dir(settings.layout)), retire_poll_s=RETIRE_POLL_S,
+        head=head, head_end=head_end,
+    )  # fmt: skip
 
 
 # ---- schedd placement "allocation": the pool on the pilot's first node ----------------
@@ -525,96 +314,35 @@ def allocation_node_script(
     login_address: str,
     token_lifetime_s: int,
 ) -> str:
-    """node.sh for placement "allocation": node_script, plus on the head the pool (before
-    the startd) and its orderly end (after the last startd of the pilot is gone)."""
-    text = node_script(
-        settings, batch=batch, cores=cores, memory_mb=memory_mb,
-        walltime_s=walltime_s, retire_s=retire_s,
-    )  # fmt: skip
+    """node.sh for placement "allocation": node_script, plus on the head the pool before
+    the startd (templates/node-head.sh.tmpl) and its orderly end after the last startd
+    of the pilot is gone (templates/node-head-end.sh.tmpl)."""
     layout = settings.layout
     q = shlex.quote
-    spool, tokens = q(layout.spool), q(layout.pilot_tokens)
-    address_file = q(collector_file(layout))
     authz = " ".join(f"-authz {a}" for a in PILOT_AUTHZ)
-    pool = _in_image_pool(settings, "condor_master", "-f")
     mint = _in_image_pool(
         settings, "condor_token_create", "-identity", q(settings.pilot_identity),
         "-lifetime", str(int(token_lifetime_s)), authz,
     )  # fmt: skip
-    startds = _in_image_pool(settings, "condor_status", "-startd", "-af", "Name")
-    head = f"""# Schedd placement "allocation": the first node to claim the pilot runs the pool.
-head_master=
-if mkdir -p {q(heads_dir(layout))} && mkdir {q(heads_dir(layout))}/"$LJ_PILOT_ID" 2>/dev/null
-then
-    {HEAD_ADDRESS_ENV}=$({_ROUTE_ADDRESS} {q(login_address)})
-    {HEAD_PORT_ENV}=$({_FREE_PORT} "${HEAD_ADDRESS_ENV}")
-    {HEAD_RUN_ENV}=$(mktemp -d "${{TMPDIR:-/tmp}}/lj-head.XXXXXX")
-    export {HEAD_ADDRESS_ENV} {HEAD_PORT_ENV} {HEAD_RUN_ENV}
-    mkdir -p "${HEAD_RUN_ENV}"/run "${HEAD_RUN_ENV}"/lock
-    rm -f {spool}/.schedd_address
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: head; pool at ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}"
-    {pool} &
-    head_master=$!
-    waited=0
-    until [ -s {spool}/.schedd_address ]; do
-        if ! kill -0 "$head_master" 2>/dev/null || [ "$waited" -ge {HEAD_START_TIMEOUT_S} ]; then
-            echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no schedd; see {layout.pool_local}/log"
-            kill -TERM "$head_master" 2>/dev/null
-            exit 1
-        fi
-        sleep 1
-        waited=$((waited + 1))
-    done
-    if ! {{ (umask 077 && mkdir -p {tokens} && {mint} > {tokens}/pilot.new) &&
-        mv {tokens}/pilot.new {tokens}/pilot; }}; then
-        kill -TERM "$head_master"
-        exit 1
-    fi
-    echo "$LJ_PILOT_ID ${HEAD_ADDRESS_ENV}:${HEAD_PORT_ENV}" > {address_file}.new &&
-        mv {address_file}.new {address_file}
-fi
-# Every node: the collector its pilot's head announced (never an earlier pilot's).
-waited=0
-while :; do
-    owner= ; {COLLECTOR_ENV}=
-    if [ -s {address_file} ]; then read -r owner {COLLECTOR_ENV} < {address_file}; fi
-    if [ "$owner" = "$LJ_PILOT_ID" ]; then break; fi
-    if [ "$waited" -ge {HEAD_START_TIMEOUT_S} ]; then
-        echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no head announced a collector"
-        exit 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-done
-export {COLLECTOR_ENV}
-# shellcheck disable=SC2329
-stop() {{
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: stopping"
-    kill -TERM "$master" 2>/dev/null
-    if [ -n "$head_master" ]; then kill -TERM "$head_master" 2>/dev/null; fi
-}}
-
-"""
-    head_end = f"""if [ -n "$head_master" ]; then
-    # The pool stays until no startd of the pilot is left: the others may still run jobs.
-    while kill -0 "$head_master" 2>/dev/null; do
-        if names=$({startds} 2>/dev/null) && [ -z "$names" ]; then break; fi
-        sleep {RETIRE_POLL_S} &
-        wait $!
-    done
-    echo "$(date -u +%FT%TZ) $LJ_NODE_ID: no startd left; stopping the pool"
-    kill -TERM "$head_master" 2>/dev/null
-    wait "$head_master" 2>/dev/null
-    rm -rf "${HEAD_RUN_ENV}"
-fi
-"""
-    startd = _in_image(settings, "condor_master", "-f") + " &\nmaster=$!"
-    tail = 'status=$?\nexit "$status"\n'
-    if startd not in text or tail not in text:
-        raise AssertionError("node_script changed its shape; update allocation_node_script")
-    return text.replace(startd, head + startd).replace(
-        tail, "status=$?\n" + head_end + 'exit "$status"\n'
-    )
+    names = dict(address_env=HEAD_ADDRESS_ENV, port_env=HEAD_PORT_ENV, run_env=HEAD_RUN_ENV)
+    head = render(
+        __package__, f"{TEMPLATES}/node-head.sh.tmpl", **names,
+        heads_dir=q(heads_dir(layout)), route_address=_ROUTE_ADDRESS,
+        login_address=q(login_address), free_port=_FREE_PORT,
+        schedd_address=q(layout.schedd_address),
+        pool=_in_image_pool(settings, "condor_master", "-f"), timeout_s=HEAD_START_TIMEOUT_S,
+        pool_local=layout.pool_local, tokens=q(layout.pilot_tokens), mint=mint,
+        address_file=q(collector_file(layout)), collector_env=COLLECTOR_ENV,
+    )  # fmt: skip
+    head_end = render(
+        __package__, f"{TEMPLATES}/node-head-end.sh.tmpl", run_env=HEAD_RUN_ENV,
+        startds=_in_image_pool(settings, "condor_status", "-startd", "-af", "Name"),
+        retire_poll_s=RETIRE_POLL_S,
+    )  # fmt: skip
+    return node_script(
+        settings, batch=batch, cores=cores, memory_mb=memory_mb, walltime_s=walltime_s,
+        retire_s=retire_s, head=head, head_end=head_end,
+    )  # fmt: skip
 
 
 # ---- leases: one central manager and its pilots, shared by the exports that join -------
@@ -623,19 +351,11 @@ fi
 # spool) holds a pool of collector + negotiator and the pilots' files; an export that
 # joins it runs only its own schedd, which reports to the lease's collector.
 
-#: The directory name of lease NAME under the site's base_dir.
-LEASE_PREFIX = "lease-"
-
-
-def lease_dir_name(name: str) -> str:
-    return f"{LEASE_PREFIX}{name}"
-
 
 def lease_config(settings: PoolSettings) -> str:
     """condor_config of a lease's central manager: pool_config without a schedd."""
-    return pool_config(settings).replace(
-        "condor_lumberjack remote pool for export", "condor_lumberjack lease pool", 1
-    ) + (
+    title = f"condor_lumberjack lease pool {settings.layout.name}"
+    return pool_config(settings, title=title) + (
         "# A lease: collector and negotiator only; each joined export runs its own schedd.\n"
         "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
     )

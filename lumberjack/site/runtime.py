@@ -369,14 +369,6 @@ class ReleaseError(Exception):
     """A one-line reason the shipped HTCondor tarball cannot be used."""
 
 
-def release_names(base_dir: str, sha256: str) -> tuple[str, str]:
-    """(tarball, release directory) at the site for a tarball of this sha256: one copy
-    per site, whatever export uses it."""
-    prefix = sha256[:16]
-    directory = posixpath.join(base_dir, "htcondor")
-    return posixpath.join(directory, f"{prefix}.tar.gz"), posixpath.join(directory, prefix)
-
-
 def _member_problem(member: tarfile.TarInfo) -> str | None:
     name = member.name[2:] if member.name.startswith("./") else member.name
     name = name.rstrip("/") if member.isdir() else name

@@ -14,9 +14,9 @@ import shlex
 import shutil
 from typing import Any
 
+from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError
-from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
 from lumberjack.state.steps import Site, check_phase, layout_of, run_step

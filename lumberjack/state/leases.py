@@ -20,12 +20,12 @@ import shlex
 from typing import Any
 
 from lumberjack.ap.agent_zipapp import build_agent
+from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
 from lumberjack.profiles.sites import check_not_retired
-from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger, lease_key
 from lumberjack.state.lifecycle import ship_condor_release
 from lumberjack.state.phases import LeasePhase, Phase, lease_move
@@ -88,7 +88,7 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         conn.run(f"mkdir -p {root} && chmod 700 {root}")
         conn.put_bytes(build_agent(), layout.agent, 0o700)
         ship_condor_release(site, layout)
-        plan = pool_plan(request_of(record.info), site.profile, layout, f"lj-{layout.name}")
+        plan = pool_plan(request_of(record.info), site.profile, layout)
         site.put_launch_plan(layout, plan)
         crash_point("lease.after-dir")
         answer = site.agent(layout, "lease-start")

@@ -14,10 +14,8 @@ running, fetching again re-verifies what came back. sync.py takes exports throug
 
 from __future__ import annotations
 
-import os
 import posixpath
 import shlex
-import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,10 +24,10 @@ from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.core import crashpoints
+from lumberjack.core.contract import QUEUE_LOG, ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.profiles.sites import check_not_retired
-from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state import phases
 from lumberjack.state.isolation_guard import check_isolation
 from lumberjack.state.ledger import ExportRecord, Ledger
@@ -112,10 +110,16 @@ def ship_condor_release(site: Site, layout: ExportLayout) -> dict[str, Any] | No
     local = Path(release["local"])
     name = posixpath.basename(release["tarball"])
     entry = FileEntry(path=name, size=local.stat().st_size, sha256=release["sha256"])
-    with tempfile.TemporaryDirectory() as staging:
-        # The transfer sends files by their path below a root: the site's name, here.
-        os.symlink(local, os.path.join(staging, name))
-        report = site.conn.upload(Path(staging), posixpath.dirname(release["tarball"]), [entry])
+
+    def open_release(_: Path) -> BinaryIO:
+        # The transfer sends files by their path below a root (the site's name, here) and
+        # opens none through a link (an owner's bundle); the tarball is the profile's
+        # own file, which may well be a link (the testbed's is): opened as named.
+        return open(local, "rb")  # the transfer closes it
+
+    report = site.conn.upload(
+        local.parent, posixpath.dirname(release["tarball"]), [entry], open_source=open_release
+    )
     return {"tarball": release["tarball"], "sent_bytes": report.sent_bytes}
 
 
@@ -185,7 +189,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         crash_point("fetch.after-stop")
         if crashpoints.armed() == "fetch.mid-download":  # the outputs, not yet the queue
             site.conn.download(layout.spool, returned,
-                               exclude=(*FETCH_EXCLUDE, "job_queue.log"))  # fmt: skip
+                               exclude=(*FETCH_EXCLUDE, QUEUE_LOG))  # fmt: skip
             crash_point("fetch.mid-download")
         try:
             report = site.conn.download(layout.spool, returned,

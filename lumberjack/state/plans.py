@@ -6,15 +6,21 @@ profile, turned into what the site agent runs.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from lumberjack.ap import bundle as bundle_mod
+from lumberjack.core.contract import (
+    RUNTIME_NAMES,
+    ExportLayout,
+    GpuPlan,
+    LaunchPlan,
+    ReleasePlan,
+    release_paths,
+)
 from lumberjack.errors import BadInput
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile
-from lumberjack.site.remote_pool import ExportLayout
-from lumberjack.site.runtime import RUNTIMES, release_names
 from lumberjack.state.ledger import ExportRecord
 
 #: How long a pilot token stays valid beyond the walltime (not days: a token taken from a
@@ -35,66 +41,62 @@ def request_of(info: dict[str, Any]) -> ResourceRequest:
     return ResourceRequest(**data)
 
 
-def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> dict:
+def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> LaunchPlan:
     """launch.json: what the agent needs to start the pool and the pilots. A joined
     export's names its lease's directory (bound into its container: the schedd reads
     the lease's signing key there); its pilots are the lease's."""
-    plan = pool_plan(request_of(record.info), profile, layout, f"lj-{record.name}")
+    plan = pool_plan(request_of(record.info), profile, layout)
     lease_dir = record.info.get("lease_dir")
     if lease_dir:
-        plan["lease"] = lease_dir
-        plan["binds"] = [*plan["binds"], lease_dir]
+        plan = replace(plan, lease=lease_dir, binds=(*plan.binds, lease_dir))
     return plan
 
 
-def pool_plan(
-    request: ResourceRequest, profile: SiteProfile, layout: ExportLayout, name: str
-) -> dict:
-    """The plan of a remote pool and its pilots (an export's, or a lease's)."""
+def pool_plan(request: ResourceRequest, profile: SiteProfile, layout: ExportLayout) -> LaunchPlan:
+    """The plan of a remote pool and its pilots (an export's, or a lease's). The pilots'
+    names, commands and output directory are the agent's to give (see PilotSpec)."""
     check_runtime(profile)
     check_pilots(request, profile)
     spec = pilot_spec(
         request,
         profile,
-        name=name[:63],
+        name=f"lj-{layout.name}"[:63],
         node_command=layout.node_script,
         retire_command="true",
-        output_dir=posixpath.join(layout.pilots, "out"),
+        output_dir=layout.pilot_output,
     )
     release = condor_release(profile, layout)
     queue = profile.queue(request.queue)
-    return {
-        "runtime": profile.container.runtime,
-        "image": profile.container.image,
-        "binds": list(profile.container.bind),
-        "condor_release": (
-            {key: release[key] for key in ("sha256", "tarball", "dir")} if release else None
+    plan = LaunchPlan(
+        runtime=profile.container.runtime,
+        image=profile.container.image or "",
+        binds=tuple(profile.container.bind),
+        condor_release=(
+            ReleasePlan(release["sha256"], release["tarball"], release["dir"]) if release else None
         ),
-        "batch_system": profile.batch_system,
-        "pilots": request.pilots,
-        "spec": asdict(spec),
-        "address": profile.schedd.address,
-        "port": profile.schedd.port,
-        "token_lifetime_s": request.walltime_s + PILOT_TOKEN_MARGIN_S,
-        "idle_shutdown_s": request.idle_shutdown_s,
-        "max_running_jobs": profile.schedd.max_running_jobs,
-        "placement": profile.schedd.placement,
-        "gpus": {
-            "vendor": queue.gpu_vendor,
-            "model": queue.gpu_model,
-            "simulate": queue.simulate_gpus,
-        },
-    }
+        batch_system=profile.batch_system,
+        pilots=request.pilots,
+        spec=spec.request(),
+        address=profile.schedd.address,
+        port=profile.schedd.port,
+        token_lifetime_s=request.walltime_s + PILOT_TOKEN_MARGIN_S,
+        idle_shutdown_s=request.idle_shutdown_s,
+        max_running_jobs=profile.schedd.max_running_jobs,
+        placement=profile.schedd.placement,
+        gpus=GpuPlan(queue.gpu_vendor or "", queue.gpu_model or "", bool(queue.simulate_gpus)),
+    )
+    plan.check()
+    return plan
 
 
 def check_runtime(profile: SiteProfile) -> None:
     """BadInput, in one line, for a container runtime the agent cannot use: better than
     a launch that fails obscurely at the site."""
     runtime = profile.container.runtime
-    if runtime not in RUNTIMES:  # the agent's own registry
+    if runtime not in RUNTIME_NAMES:  # the agent's
         raise BadInput(
             f"runtime {runtime} is not supported; site {profile.name} needs one of "
-            f"{', '.join(RUNTIMES)} ([container] runtime in its profile)"
+            f"{', '.join(RUNTIME_NAMES)} ([container] runtime in its profile)"
         )
     if runtime == "none" and profile.container.condor_tarball is None:
         raise BadInput(
@@ -126,5 +128,5 @@ def condor_release(profile: SiteProfile, layout: ExportLayout) -> dict[str, str]
     if local is None:
         return None
     sha256 = bundle_mod.sha256_file(local)
-    tarball, directory = release_names(posixpath.dirname(layout.root), sha256)
+    tarball, directory = release_paths(posixpath.dirname(layout.root), sha256)
     return {"local": str(local), "sha256": sha256, "tarball": tarball, "dir": directory}

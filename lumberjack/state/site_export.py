@@ -17,6 +17,7 @@ from typing import Any, Callable
 from lumberjack.ap import export as export_mod
 from lumberjack.ap import matchmaking
 from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.core.contract import ExportLayout
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import (
     REQUEST_FIELDS,
@@ -26,7 +27,6 @@ from lumberjack.profiles.request import (
     report_lines,
 )
 from lumberjack.profiles.sites import check_not_retired, find_profile
-from lumberjack.site.remote_pool import ExportLayout
 from lumberjack.state import plans
 from lumberjack.state.exporting import run_export
 from lumberjack.state.ledger import Ledger

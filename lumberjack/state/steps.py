@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.core import crashpoints
+from lumberjack.core.contract import ExportLayout, LaunchPlan, lease_dir_name, to_json
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
 from lumberjack.profiles.sites import SiteProfile, find_profile
-from lumberjack.site.remote_pool import ExportLayout, lease_dir_name
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 
@@ -90,10 +90,10 @@ class Site:
                 f"{earlier} of that name; choose another {rename} (or remove that directory)"
             )
 
-    def put_launch_plan(self, layout: ExportLayout, plan: dict[str, Any]) -> None:
+    def put_launch_plan(self, layout: ExportLayout, plan: LaunchPlan) -> None:
         """launch.json: the plan the agent starts a pool and its pilots by, readable by
         the site account only."""
-        self.conn.put_bytes(json.dumps(plan).encode(), layout.launch_plan, 0o600)
+        self.conn.put_bytes(to_json(plan).encode(), layout.launch_plan, 0o600)
 
     def agent(self, layout: ExportLayout, command: str) -> dict[str, Any]:
         """Run the site agent; its JSON answer, or RemoteError with its one-line reason."""

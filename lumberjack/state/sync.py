@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from lumberjack.core.contract import ALIVE
 from lumberjack.errors import LumberjackError
-from lumberjack.site.batch.pilot import ALIVE
 from lumberjack.state import leases, phases
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.lifecycle import fetch, import_results, launch, refresh_status, ship

@@ -108,8 +108,10 @@ def test_templates_are_wheel_package_data() -> None:
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"
     ]["lumberjack"]
-    templates = [p.relative_to(BATCH_DIR.parents[1]).as_posix() for p in BATCH_DIR.glob("*.tmpl")]
-    assert templates, "the pilot template lives beside the batch systems"
+    site = BATCH_DIR.parent
+    templates = [p.relative_to(BATCH_DIR.parents[1]).as_posix() for p in site.rglob("*.tmpl")]
+    assert any("batch/" in t for t in templates), "the pilot template is beside the systems"
+    assert any("templates/node" in t for t in templates), "node.sh's are the pool's"
     for template in templates:
         assert any(fnmatch(template, pattern) for pattern in patterns), template
     for system in SYSTEMS.values():
@@ -120,14 +122,22 @@ def test_the_agent_zipapp_renders_pilots_from_its_own_template(tmp_path: Path) -
     data = agent_zipapp.build_agent()
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         assert "lumberjack/site/batch/pilot.sh.tmpl" in archive.namelist()
+        assert "lumberjack/site/templates/node-head.sh.tmpl" in archive.namelist()
     pyz = tmp_path / "agent.pyz"
     pyz.write_bytes(data)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "from lumberjack.site.batch import PilotSpec, get_batch_system;"
         "import lumberjack.site.batch.base as base; assert base.__file__.startswith(sys.argv[1]);"
-        "spec = PilotSpec('lj-a', 1, 1, 0, 0, 60, 'true', 'true', 0, '/tmp');"
-        "print(get_batch_system('pbs').render_pilot_script(spec))"
+        "spec = PilotSpec(1, 1, 0, 0, 60, 0, name='lj-a', node_command='true',"
+        " retire_command='true', output_dir='/tmp');"
+        "print(get_batch_system('pbs').render_pilot_script(spec));"
+        "from lumberjack.core.contract import ExportLayout;"
+        "from lumberjack.site import remote_pool as rp;"
+        "s = rp.PoolSettings(ExportLayout('/s/x'), 'u', '10.0.0.1', 9618, '/s/site.sif');"
+        "print(rp.allocation_node_script(s, batch=get_batch_system('pbs'), cores=1,"
+        " memory_mb=0, walltime_s=60, retire_s=0, login_address='10.0.0.1',"
+        " token_lifetime_s=90))"
     )
     result = subprocess.run(
         [sys.executable, "-I", "-c", code, str(pyz)], capture_output=True, text=True
@@ -135,6 +145,9 @@ def test_the_agent_zipapp_renders_pilots_from_its_own_template(tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("#!/bin/bash\n#PBS -N lj-a\n")
     assert "launch_on_all_nodes() {\n    mpiexec -n 1 " in result.stdout
+    # the pool's node script from the templates in the zipapp too, head and all
+    assert "\n#!/bin/bash\n# condor_lumberjack: one startd on this node" in result.stdout
+    assert "the first node to claim the pilot runs the pool" in result.stdout
 
 
 # ---- the shared query parser ---------------------------------------------------------
@@ -169,3 +182,15 @@ def test_submit_and_cancel_commands_come_from_the_class(name: str) -> None:
     assert batch.submit_command("/x/p.sh") == [*batch.SUBMIT, "/x/p.sh"]
     assert batch.cancel_command(["7", "8"]) == [*batch.CANCEL, "7", "8"]
     assert batch.parse_submit_output("note: something\n7\n") == "7"
+
+
+def test_a_template_takes_exactly_its_placeholders() -> None:
+    from lumberjack.site.templating import render
+
+    values = {"run_env": "LJ_HEAD_RUN", "startds": "condor_status", "retire_poll_s": 5}
+    text = render("lumberjack.site", "templates/node-head-end.sh.tmpl", **values)
+    assert 'rm -rf "$LJ_HEAD_RUN"' in text and "@{" not in text
+    with pytest.raises(KeyError, match="has no placeholder bogus"):
+        render("lumberjack.site", "templates/node-head-end.sh.tmpl", **values, bogus=1)
+    with pytest.raises(KeyError, match="startds"):
+        render("lumberjack.site", "templates/node-head-end.sh.tmpl", run_env="X")

@@ -4,6 +4,7 @@ the startd's container and to each GPU job's nested container."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -11,10 +12,11 @@ import pytest
 from conftest import load_fixture_module
 from test_sites import REAL_SITES, TESTBED_SITES, error_of, write_profile
 
+from lumberjack.core.contract import ExportLayout, LaunchPlan, from_json, to_json
 from lumberjack.profiles.sites import find_profile, load_profile
 from lumberjack.site import gpus, remote_pool
 from lumberjack.site.job_container import job_container_lines
-from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.site.runtime import get_runtime
 
 config_values = load_fixture_module("condor_config").config_values
@@ -202,15 +204,18 @@ def test_the_plan_carries_the_queues_gpus_to_the_startd() -> None:
 
     profile = find_profile("testbed")
     layout = ExportLayout("/home/hpcuser/lumberjack/calib")
-    plan = pool_plan(build_request(profile, queue="gpu", gpus=2), profile, layout, "lj-calib")
+    plan = pool_plan(build_request(profile, queue="gpu", gpus=2), profile, layout)
     fields = gpus.pool_settings(plan)
     assert fields == {"gpus": 2, "gpu_vendor": "nvidia", "gpu_model": "A100-SXM4-40GB",
                       "simulate_gpus": True}  # fmt: skip
     config = config_values(remote_pool.pilot_config(settings(**fields)))
     assert config["GPU_DISCOVERY_EXTRA"] == "-simulate:4,2"
-    plain = pool_plan(build_request(profile), profile, layout, "lj-calib")
+    plain = pool_plan(build_request(profile), profile, layout)
     assert gpus.pool_settings(plain)["gpus"] == 0
-    before_gpus = {key: value for key, value in plain.items() if key != "gpus"}
+    # a plan an earlier release wrote, before GPUs: none asked for
+    legacy = json.loads(to_json(plain))
+    del legacy["version"], legacy["gpus"]
+    before_gpus = from_json(LaunchPlan, json.dumps(legacy), "launch.json")
     assert gpus.pool_settings(before_gpus) == {
         "gpus": 0, "gpu_vendor": "", "gpu_model": "", "simulate_gpus": False,
     }  # fmt: skip

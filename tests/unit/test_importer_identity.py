@@ -10,8 +10,8 @@ from pathlib import Path
 from lumberjack.ap import importer
 from lumberjack.ap.pathmap import PathMap
 from lumberjack.core import jobqueuelog as jql
-from lumberjack.site import agent
-from lumberjack.site.remote_pool import ExportLayout
+from lumberjack.core.contract import ExportLayout
+from lumberjack.site import job_queue
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -31,7 +31,7 @@ def ran_at_site(tmp_path: Path) -> tuple[Path, dict[str, jql.Ad], PathMap]:
     root = tmp_path / "calib"
     bundle = site_bundle.build(root)
     layout = ExportLayout(str(root))
-    agent.place_queue(layout, "hpcuser", "lumberjack-calib")
+    job_queue.place_queue(layout, "hpcuser", "lumberjack-calib")
     queue = Path(layout.spool, "job_queue.log")
     ads = jql.read_log(queue)
     ads[f"{site_bundle.CLUSTER}.0"].set("JobStatus", "4")

@@ -12,13 +12,16 @@ import classad2
 import pytest
 from conftest import load_fixture_module
 
+from lumberjack.core.contract import ExportLayout
 from lumberjack.errors import BadInput
 from lumberjack.profiles import isolation
 from lumberjack.profiles.sites import find_profile
 from lumberjack.site import job_container, pilot_token, remote_pool
-from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.state.isolation_guard import check_isolation
 from lumberjack.state.ledger import Ledger
+
+site_bundle = load_fixture_module("site_bundle")
 
 IMAGE = "/images/lumberjack-site.sif"
 
@@ -130,7 +133,7 @@ def _token(iat: float, exp: float) -> str:
 
 def test_a_waiting_pilot_gets_a_fresh_token_after_half_the_margin(tmp_path: Path) -> None:
     layout = ExportLayout(str(tmp_path / "calib"))
-    launch = {"token_lifetime_s": 1800 + 900, "spec": {"walltime_s": 1800}}
+    launch = site_bundle.launch_plan(token_lifetime_s=1800 + 900)
     tokens = Path(layout.pilot_tokens)
     tokens.mkdir(parents=True)
     assert pilot_token.stale(layout, launch)  # no token at all

@@ -14,9 +14,10 @@ from lumberjack.ap.export import ImageDigests, copy_inputs
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.core import images
 from lumberjack.core.classad_text import quote_string, unquote_string
+from lumberjack.core.contract import ExportLayout, lease_dir_name
 from lumberjack.errors import BadInput
 from lumberjack.site import remote_pool
-from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.remote_pool import PoolSettings
 
 SITE_IMAGE = "/images/lumberjack-site.sif"
 ROOT = "/scratch/lj/calib"
@@ -99,7 +100,7 @@ def test_a_spool_with_regex_characters_is_matched_literally() -> None:
 
 
 def test_a_lease_pilot_runs_no_job_image() -> None:
-    config = startd("/scratch/lj/" + remote_pool.lease_dir_name("big"))
+    config = startd("/scratch/lj/" + lease_dir_name("big"))
     image = images.image_path("/scratch/lj/lease-big/spool", DIGEST)
     assert evaluate(start_part(config), {"JobUniverse": 5, "ContainerImage": image}) is False
     assert evaluate(start_part(config), {"JobUniverse": 5}) is True

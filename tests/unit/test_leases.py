@@ -15,11 +15,12 @@ import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`
 import lumberjack.cli.lease_cmd  # noqa: F401
 import lumberjack.cli.site_cmd  # noqa: F401
 from lumberjack.cli import cli
+from lumberjack.core.contract import ExportLayout
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
 from lumberjack.site import remote_pool
-from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.state import leases, plans, sync
 from lumberjack.state.ledger import Ledger, lease_key
 from lumberjack.state.phases import LeasePhase, Phase
@@ -279,11 +280,10 @@ def test_a_joined_exports_plan_names_its_lease_and_binds_it(ledger: Ledger) -> N
                   info={"remote_dir": EXPORT.root, "request": plans.request_info(request),
                         "lease": "calib", "lease_dir": LEASE.root})  # fmt: skip
     plan = plans.launch_plan(ledger.get("run-1"), profile, EXPORT)
-    assert plan["lease"] == LEASE.root
-    assert plan["binds"] == [*profile.container.bind, LEASE.root]
-    lease_plan = plans.pool_plan(request, profile, LEASE, f"lj-{LEASE.name}")
-    assert "lease" not in lease_plan
-    assert lease_plan["spec"]["name"] == "lj-lease-calib"
+    assert plan.lease == LEASE.root
+    assert plan.binds == (*profile.container.bind, LEASE.root)
+    lease_plan = plans.pool_plan(request, profile, LEASE)
+    assert lease_plan.lease is None
 
 
 # ---- create, shutdown and sync against the in-memory site ------------------------------
@@ -311,14 +311,14 @@ class LeaseSite(fake.FakeSite):
         return getattr(self, "_agent_" + command.replace("-", "_"))(root)
 
     def _agent_lease_start(self, root: str) -> dict:
-        plan = json.loads(self.connection.files[ExportLayout(root).launch_plan])
+        plan = fake.read_plan(self.connection.files, root)
         started, self.lease_pool = not self.lease_pool, True
         submitted = []
         if not any(state in fake.ALIVE for state in self.pilots.values()):
             submitted = [str(2000 + len(self.pilots))]
             self.pilots[submitted[0]] = "queued"
         return {"pool": {"started": started}, "pilots": {"submitted": submitted},
-                "nodes": plan["spec"]["nodes"]}  # fmt: skip
+                "nodes": plan.spec.nodes}  # fmt: skip
 
     def _agent_lease_status(self, root: str) -> dict:
         alive = any(state in fake.ALIVE for state in self.pilots.values())
@@ -380,9 +380,8 @@ def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
     record = ledger.get_lease("calib")
     assert record.phase == LeasePhase.ACTIVE and record.info["remote_dir"] == LEASE_DIR
     assert f"{LEASE_DIR}/agent.pyz" in site.connection.files
-    assert json.loads(site.connection.files[ExportLayout(LEASE_DIR).launch_plan])["spec"][
-        "name"
-    ] == ("lj-lease-calib")
+    plan = fake.read_plan(site.connection.files, LEASE_DIR)  # as the agent reads it
+    assert plan.spec.nodes == 2 and plan.lease is None
     with pytest.raises(BadInput, match="a lease named 'calib' already exists"):
         create(ledger, site)
     ended = leases.shutdown(ledger, site, ledger.get_lease("calib"))
@@ -440,9 +439,10 @@ def test_the_agent_looks_for_daemons_by_names_proc_can_hold() -> None:
     """/proc/PID/comm keeps 15 characters: "condor_collector" would never be found."""
     import re
 
-    from lumberjack.site import agent
+    from lumberjack.site import pools
 
-    source = Path(agent.__file__).read_text()
+    package = Path(pools.__file__).parent
+    source = "".join(path.read_text() for path in sorted(package.glob("*.py")))
     names = re.findall(r'pool_processes\([^,()]+, "([^"]+)"\)', source)
     assert "condor_master" in names and "condor_schedd" in names
     assert [n for n in names if len(n) > 15] == []

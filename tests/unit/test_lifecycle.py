@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lumberjack.core.contract import ReleasePlan, to_json
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
@@ -47,33 +48,38 @@ def test_launch_plan_comes_from_the_recorded_request(ledger: Ledger) -> None:
     record = make_record(ledger)
     profile = find_profile("testbed")
     plan = plans.launch_plan(record, profile, steps.layout_of(record))
-    assert plan["image"] == profile.container.image
-    assert plan["batch_system"] == "slurm"
-    assert plan["pilots"] == 1
-    assert plan["spec"]["nodes"] == 3 and plan["spec"]["cores_per_node"] == 2
-    assert plan["spec"]["walltime_s"] == 1800
-    assert plan["token_lifetime_s"] == 1800 + plans.PILOT_TOKEN_MARGIN_S
-    assert plan["spec"]["node_command"] == "/home/hpcuser/lumberjack/calib/pilots/node.sh"
+    assert plan.image == profile.container.image
+    assert plan.batch_system == "slurm"
+    assert plan.pilots == 1
+    assert plan.spec.nodes == 3 and plan.spec.cores_per_node == 2
+    assert plan.spec.walltime_s == 1800
+    assert plan.token_lifetime_s == 1800 + plans.PILOT_TOKEN_MARGIN_S
+    # what only the agent knows (the pilots' names, commands, output) is not in the plan
+    assert not hasattr(plan.spec, "node_command")
+    assert "node_command" not in to_json(plan)
 
 
 def test_launch_plan_carries_the_sites_policy_cap(ledger: Ledger) -> None:
     record = make_record(ledger)
     profile = find_profile("testbed")
     layout = steps.layout_of(record)
-    assert plans.launch_plan(record, profile, layout)["max_running_jobs"] is None
+    assert plans.launch_plan(record, profile, layout).max_running_jobs is None
     capped = replace(profile, schedd=profile.schedd.model_copy(update={"max_running_jobs": 5}))
-    assert plans.launch_plan(record, capped, layout)["max_running_jobs"] == 5
+    assert plans.launch_plan(record, capped, layout).max_running_jobs == 5
 
 
 def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> None:
-    from lumberjack.site import agent, remote_pool
+    from lumberjack.core.contract import LaunchPlan, from_json
+    from lumberjack.site import remote_pool
+    from lumberjack.site.pools import LoginPool
 
     record = make_record(ledger)
     profile = find_profile("testbed")
     capped = replace(profile, schedd=profile.schedd.model_copy(update={"max_running_jobs": 5}))
     layout = steps.layout_of(record)
-    plan = json.loads(json.dumps(plans.launch_plan(record, capped, layout)))  # as shipped
-    settings = agent.settings_for(layout, {**plan, "address": "10.0.0.5", "port": 40123})
+    shipped = to_json(plans.launch_plan(record, capped, layout))
+    plan = replace(from_json(LaunchPlan, shipped, "launch.json"), address="10.0.0.5", port=40123)
+    settings = LoginPool(layout, plan).settings()
     assert "\nMAX_JOBS_RUNNING = 5\n" in remote_pool.pool_config(settings)
 
 
@@ -87,7 +93,7 @@ def test_launch_accepts_every_runtime_and_refuses_an_unusable_one_in_one_line(
         other = replace(profile, container=profile.container.model_copy(
             update={"runtime": runtime, "image": image}))  # fmt: skip
         plan = plans.launch_plan(record, other, layout)
-        assert (plan["runtime"], plan["image"], plan["condor_release"]) == (runtime, image, None)
+        assert (plan.runtime, plan.image, plan.condor_release) == (runtime, image, None)
     # runtime "none" without a tarball to ship: refused before anything reaches the site
     bare = replace(profile, container=profile.container.model_copy(
         update={"runtime": "none", "image": None}))  # fmt: skip
@@ -104,12 +110,12 @@ def test_launch_accepts_every_runtime_and_refuses_an_unusable_one_in_one_line(
     (tmp_path / "htcondor-release.tar.gz").write_bytes(b"release")
     plan = plans.launch_plan(record, shipped, layout)
     digest = hashlib.sha256(b"release").hexdigest()
-    assert plan["runtime"] == "none" and plan["image"] is None
-    assert plan["condor_release"] == {
-        "sha256": digest,
-        "tarball": f"/home/hpcuser/lumberjack/htcondor/{digest[:16]}.tar.gz",
-        "dir": f"/home/hpcuser/lumberjack/htcondor/{digest[:16]}",
-    }
+    assert plan.runtime == "none" and plan.image == ""
+    assert plan.condor_release == ReleasePlan(
+        sha256=digest,
+        tarball=f"/home/hpcuser/lumberjack/htcondor/{digest[:16]}.tar.gz",
+        dir=f"/home/hpcuser/lumberjack/htcondor/{digest[:16]}",
+    )
 
 
 def test_allocation_placement_refuses_more_than_one_pilot(ledger: Ledger) -> None:
@@ -128,7 +134,7 @@ def test_allocation_placement_refuses_more_than_one_pilot(ledger: Ledger) -> Non
         plans.launch_plan(record, profile, steps.layout_of(record))
     one = make_record(ledger)  # testbed: the same request with the schedd on the login node
     plan = plans.launch_plan(one, profile, steps.layout_of(one))
-    assert plan["placement"] == "allocation" and plan["pilots"] == 1
+    assert plan.placement == "allocation" and plan.pilots == 1
 
 
 def test_an_offline_export_has_no_site(ledger: Ledger) -> None:

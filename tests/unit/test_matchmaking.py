@@ -62,7 +62,8 @@ def test_slot_summary_shows_string_attributes_as_their_values(testbed) -> None: 
 
 
 def test_pilot_config_advertises_the_slot_ads_names() -> None:
-    from lumberjack.site.remote_pool import ExportLayout, PoolSettings, pilot_config
+    from lumberjack.core.contract import ExportLayout
+    from lumberjack.site.remote_pool import PoolSettings, pilot_config
 
     settings = PoolSettings(ExportLayout("/s/x"), "hpc", "10.0.0.1", 9618, "/s/site.sif")
     config = pilot_config(settings)

@@ -17,8 +17,9 @@ import pytest
 from lumberjack.ap import as_user, bundle
 from lumberjack.ap import export as export_mod
 from lumberjack.ap.identity import owner_of
+from lumberjack.core.contract import ExportLayout
 from lumberjack.errors import BadInput
-from lumberjack.site import agent, remote_pool
+from lumberjack.site import files, remote_pool
 from lumberjack.state.ledger import Ledger
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="acting for another user needs root")
@@ -102,18 +103,18 @@ def test_the_agent_narrows_an_export_tree_without_following_links(tmp_path: Path
     for path in (root, root / "spool", root / "spool" / "7"):
         path.chmod(0o755)
     (root / "spool" / "7" / "out").chmod(0o644)
-    assert agent.make_private(str(root)) == 5
+    assert files.make_private(str(root)) == 5
     assert mode(root) == mode(root / "spool") == mode(root / "spool" / "7") == 0o700
     assert mode(root / "spool" / "7" / "out") == 0o600
     assert mode(root / "agent.pyz") == 0o700
     assert mode(outside) == 0o644
-    assert agent.make_private(str(root)) == 0  # again: nothing left to narrow
+    assert files.make_private(str(root)) == 0  # again: nothing left to narrow
 
 
 def test_a_pilot_is_never_given_write_or_daemon() -> None:
     assert set(remote_pool.PILOT_AUTHZ) == {"READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER"}
     settings = remote_pool.PoolSettings(
-        layout=remote_pool.ExportLayout("/scratch/lj/calib"), site_user="hpcuser",
+        layout=ExportLayout("/scratch/lj/calib"), site_user="hpcuser",
         address="10.0.0.5", port=40123, image="/images/site.sif",
     )  # fmt: skip
     for text in (remote_pool.pool_config(settings), remote_pool.pilot_config(settings)):

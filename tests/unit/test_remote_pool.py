@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import load_fixture_module
 
+from lumberjack.core.contract import ExportLayout
 from lumberjack.site import remote_pool
 from lumberjack.site.batch import SYSTEMS, get_batch_system
-from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.remote_pool import PoolSettings
 
 SLURM = get_batch_system("slurm")
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")

@@ -14,10 +14,16 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import load_fixture_module
 
-from lumberjack.site import agent, remote_pool
+from lumberjack.core.contract import ExportLayout, ReleasePlan
+from lumberjack.site import remote_pool
 from lumberjack.site.batch import get_batch_system
-from lumberjack.site.remote_pool import ExportLayout, PoolSettings
+from lumberjack.site.files import AgentError
+from lumberjack.site.pools import LoginPool
+from lumberjack.site.pools.base import ensure_release
+from lumberjack.site.processes import pool_processes
+from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.site.runtime import (
     RUNTIMES,
     Apptainer,
@@ -26,8 +32,11 @@ from lumberjack.site.runtime import (
     ReleaseError,
     Singularity,
     get_runtime,
+    sha256_of,
     unpack_release,
 )
+
+site_bundle = load_fixture_module("site_bundle")
 
 ROOT = "/scratch/lj/calib"
 CONFIG = f"{ROOT}/pilots/condor_config"
@@ -269,15 +278,18 @@ def test_no_container_pool_starts_and_stops_by_its_pid(tmp_path: Path) -> None:
     (release / "sbin" / "condor_master").chmod(0o755)
     pool = settings("none", str(tmp_path / "calib"), image="", release=str(release))
     Path(pool.layout.spool).mkdir(parents=True)
-    answer = agent.start_pool(pool.layout, pool)
+    shipped = ReleasePlan("0" * 64, str(tmp_path / "r.tar.gz"), str(release))
+    plan = site_bundle.launch_plan(runtime="none", image="", condor_release=shipped)
+    login = LoginPool(pool.layout, plan)
+    answer = login.start_pool(pool)
     assert answer == {"started": True, "collector": "10.0.0.5:40123"}
     pid = int(Path(pool.layout.master_pid).read_text())
-    assert agent.pool_processes(pool.layout, "condor_master") == [pid]
-    assert agent.instance_running(pool.layout, pool.runtime)
-    assert agent.start_pool(pool.layout, pool)["reason"] == "already running"
-    agent.stop_pool(pool.layout, pool.runtime)
-    agent._wait_gone(pool.layout, None)
-    assert not agent.instance_running(pool.layout, pool.runtime)
+    assert pool_processes(pool.layout, "condor_master") == [pid]
+    assert login.instance_running()
+    assert login.start_pool(pool)["reason"] == "already running"
+    login.stop_pool()
+    login.wait_gone(None)
+    assert not login.instance_running()
 
 
 # ---- the shipped tarball -------------------------------------------------------------------
@@ -352,7 +364,8 @@ def test_unpack_refuses_hostile_members_and_leaves_nothing(
 
 def test_agent_launch_refuses_a_hostile_tarball_in_one_line(tmp_path: Path) -> None:
     tarball = make_tarball(tmp_path / "bad.tar.gz", [_member("/abs")])
-    plan = {"condor_release": {"tarball": str(tarball), "dir": str(tmp_path / "rel")}}
-    with pytest.raises(agent.AgentError, match="^refusing the HTCondor tarball: member '/abs'"):
-        agent.ensure_release(plan)
+    release = ReleasePlan(sha256_of(str(tarball)), str(tarball), str(tmp_path / "rel"))
+    plan = site_bundle.launch_plan(runtime="none", image="", condor_release=release)
+    with pytest.raises(AgentError, match="^refusing the HTCondor tarball: member '/abs'"):
+        ensure_release(plan)
     assert not (tmp_path / "rel").exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import load_fixture_module
 
 from lumberjack.ap import site_logs
 from lumberjack.cli import cli
@@ -18,6 +19,8 @@ from lumberjack.errors import BadInput
 from lumberjack.site import gather_logs
 from lumberjack.site.gather_logs import FILE_MAX, gather
 from lumberjack.state.ledger import Ledger
+
+site_bundle = load_fixture_module("site_bundle")
 
 T = "11/25/26 03:39:07"
 START_LOG = f"""{T} slot1: Request accepted.
@@ -89,7 +92,7 @@ def make_export(root: Path) -> Path:
 
 def test_held_job_gets_every_log_and_a_completed_one_its_start_lines(tmp_path: Path) -> None:
     root = make_export(tmp_path / "calib")
-    answer = gather(str(root), {"batch_system": "slurm"})
+    answer = gather(str(root), site_bundle.launch_plan())
     assert (answer["pilot_files"], answer["jobs"], answer["left_out"]) == (1, 3, 0)
     logs = root / gather_logs.LOGS_DIR
     held = (logs / "jobs" / "9.1.log").read_text()
@@ -127,7 +130,7 @@ def test_huge_logs_give_bounded_excerpts_and_the_budget_takes_held_jobs_first(
     noise = "".join(f"{T} (9.1) (40): line {i} {'x' * 200}\n" for i in range(20_000))
     (root / "pool" / "local" / "log" / "ShadowLog").write_text(SHADOW_LOG + noise + "the end\n")
     (root / "pilots" / "out" / "lj-calib-1-1.out").write_text("y" * 10_000_000 + "\n")
-    answer = gather(str(root), {})
+    answer = gather(str(root), None)
     logs = root / gather_logs.LOGS_DIR
     held = (logs / "jobs" / "9.1.log").read_text()
     assert len(held.encode()) <= FILE_MAX
@@ -136,14 +139,14 @@ def test_huge_logs_give_bounded_excerpts_and_the_budget_takes_held_jobs_first(
     assert (logs / "pilots" / "lj-calib-1-1.out").stat().st_size <= FILE_MAX
     assert answer["bytes"] <= gather_logs.TOTAL_MAX
     monkeypatch.setattr(gather_logs, "TOTAL_MAX", len(held.encode()))
-    answer = gather(str(root), {})
+    answer = gather(str(root), None)
     assert (answer["jobs"], answer["left_out"], answer["pilot_files"]) == (1, 2, 0)
     assert os.listdir(logs / "jobs") == ["9.1.log"]
 
 
 def test_a_joined_export_gathers_only_its_own_schedds_logs(tmp_path: Path) -> None:
     root = make_export(tmp_path / "calib")
-    answer = gather(str(root), {"lease": "/site/lease-x"})
+    answer = gather(str(root), site_bundle.launch_plan(lease="/site/lease-x"))
     assert answer["pilot_files"] == 0
     held = (root / gather_logs.LOGS_DIR / "jobs" / "9.1.log").read_text()
     assert "== ShadowLog ==" in held and "== StartLog ==" not in held
@@ -204,7 +207,7 @@ def test_logs_command_shows_pilots_jobs_and_one_job(ledger: Ledger, tmp_path: Pa
     result = invoke("logs", "calib")
     assert result.exit_code == 0 and "no site logs of 'calib' yet" in result.stdout
     root = make_export(tmp_path / "site" / "calib")
-    gather(str(root), {})
+    gather(str(root), None)
     home = site_logs.local_dir(ledger.work_dir("calib"))
     (root / gather_logs.LOGS_DIR).rename(home)
     (home / "jobs" / "77.0.log").write_text("job 77.0: not ours\n")

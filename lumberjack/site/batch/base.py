@@ -3,44 +3,27 @@ that names its commands, its job-id pattern, its state words and its environment
 variables, and writes only its header (directive) lines and its query-output reader.
 
 The pilot script itself is one template file beside this module (`pilot.sh.tmpl`, see
-its comments for the timer and the traps); a system may bring its own (`TEMPLATE`).
+its comments for the timer and the traps; site/templating.py fills it); a system may
+bring its own (`TEMPLATE`).
 """
 
 from __future__ import annotations
 
 import abc
-import pkgutil
 import re
 import shlex
-import string
 from collections.abc import Sequence
-from functools import cache
 from typing import ClassVar
 
 from lumberjack.core.units import format_walltime as hhmmss
 from lumberjack.site.batch.launchers import LAUNCHERS
 from lumberjack.site.batch.pilot import PilotSpec, PilotState, PilotStatus
+from lumberjack.site.templating import render
 
 
 class BatchError(Exception):
     """The batch system refused or failed a command; the message is one line and quotes
     the batch system's own error text."""
-
-
-class _ScriptTemplate(string.Template):
-    """`@{name}` placeholders: a shell script is full of `$`, and never holds `@{`."""
-
-    delimiter = "@"
-    pattern = r"""@\{(?P<braced>[a-z_]+)\}(?P<named>(?!))?(?P<escaped>(?!))?(?P<invalid>(?!))?"""
-
-
-@cache
-def _template(name: str) -> _ScriptTemplate:
-    # pkgutil reads package data from a directory and from the agent's zipapp alike.
-    data = pkgutil.get_data(__package__, name)
-    if data is None:  # pragma: no cover - only with an exotic loader
-        raise FileNotFoundError(name)
-    return _ScriptTemplate(data.decode())
 
 
 def _first_error_line(text: str) -> str:
@@ -121,7 +104,9 @@ class BatchSystem(abc.ABC):
                 *spec.setup_lines,
                 "set -u",
             ]
-        return _template(self.TEMPLATE).substitute(
+        return render(
+            __package__,
+            self.TEMPLATE,
             directives="\n".join([*self.header_lines(spec), *spec.extra_directives]),
             name=spec.name,
             system=self.NAME,

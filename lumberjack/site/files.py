@@ -1,0 +1,59 @@
+"""The agent's files: the plan it reads, the reports it writes (each its own file, never
+the plan: see lumberjack/core/contract.py), and the modes of an export's tree.
+
+Stdlib only: this module runs at the site, inside the agent's zipapp.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lumberjack.core.contract import ExportLayout, LaunchPlan, from_json, to_json
+
+T = TypeVar("T")
+
+
+class AgentError(Exception):
+    """A one-line reason the command could not be done."""
+
+
+def read_plan(layout: ExportLayout) -> LaunchPlan | None:
+    """The export's (or lease's) launch.json, checked; None when there is none."""
+    return read_contract(LaunchPlan, layout.launch_plan, None)
+
+
+def read_contract(cls: type[T], path: str, default: Any) -> T | Any:
+    """A contract file (see core/contract.py) read strictly; `default` when absent."""
+    try:
+        text = Path(path).read_bytes()
+    except FileNotFoundError:
+        return default
+    return from_json(cls, text, path)
+
+
+def write_contract(path: str, obj: Any) -> None:
+    """A report of the agent, written whole (a reader never sees half of it)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(to_json(obj))
+    os.replace(tmp, target)
+
+
+def make_private(root: str) -> int:
+    """Take group and other bits off everything under `root` (and root itself): other
+    accounts on the site read no input, output, queue, key or token. Files that arrived
+    with a wider mode (the transfer keeps the executable bit, and the ssh session's umask
+    decides the rest) are narrowed here; the pool's own daemons run as this account, so
+    they lose nothing. Links are not followed. Returns how many modes changed."""
+    changed = 0
+    for _, _, files, dir_fd in os.fwalk(root):  # each directory comes as "." once
+        for name in (".", *files):
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+                continue
+            os.chmod(name, stat.S_IMODE(st.st_mode) & 0o700, dir_fd=dir_fd)
+            changed += 1
+    return changed

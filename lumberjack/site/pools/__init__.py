@@ -1,0 +1,37 @@
+"""The kinds of remote pool the agent runs, one small `Pool` subclass each over the
+shared work in base.py:
+
+- `LoginPool` (login.py): schedd, collector and negotiator on the login node.
+- `AllocationPool` (allocation.py): schedd placement "allocation", the pool on the first
+  node of the one pilot, nothing on the login node.
+- `LeasePool` (lease.py): a lease's collector and negotiator and its rounds of pilots.
+- `JoinedPool` (joined.py): an export's schedd in a lease's pool, the lease's pilots.
+
+`pool_for` picks an export's kind from its launch.json; a lease's directory is always a
+`LeasePool` (the agent's lease-* commands). Adding a kind = one module with one subclass
+(its `launch`, and `settings`, `write_pilot_files`, `status` or `stop` where it differs)
++ one line in `pool_for`.
+
+Stdlib only: this package runs at the site, inside the agent's zipapp.
+"""
+
+from __future__ import annotations
+
+from lumberjack.core.contract import ExportLayout, LaunchPlan
+from lumberjack.site.pools.allocation import AllocationPool
+from lumberjack.site.pools.base import Pool
+from lumberjack.site.pools.joined import JoinedPool
+from lumberjack.site.pools.lease import LeasePool
+from lumberjack.site.pools.login import LoginPool
+
+__all__ = ["AllocationPool", "JoinedPool", "LeasePool", "LoginPool", "Pool", "pool_for"]
+
+
+def pool_for(layout: ExportLayout, plan: LaunchPlan | None) -> Pool:
+    """The kind of pool an export's plan asks for (a schedd on the login node when it
+    has none: status, stop and remove still work)."""
+    if plan is not None and plan.in_allocation:
+        return AllocationPool(layout, plan)
+    if plan is not None and plan.lease:
+        return JoinedPool(layout, plan)
+    return LoginPool(layout, plan)

@@ -1,0 +1,106 @@
+"""Schedd placement "allocation": no daemon on the login node. `launch` places the queue,
+writes the head's config and submits one pilot; the pilot's first node runs the pool
+(remote_pool.allocation_node_script). `status` reads the spool's job_queue.log; `stop`
+cancels the pilots and waits until the batch system reports them gone, so that nobody
+holds the spool when `fetch` copies it.
+
+Stdlib only: this module runs at the site, inside the agent's zipapp.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lumberjack.core.contract import ALIVE, PilotState
+from lumberjack.site import gather_logs, remote_pool
+from lumberjack.site.batch import BatchError
+from lumberjack.site.files import AgentError
+from lumberjack.site.job_queue import expire_leases, job_counts, place_queue, placed
+from lumberjack.site.pools.base import Pool, all_finished, login_address, make_local_dirs
+from lumberjack.site.remote_pool import PoolSettings
+
+
+def resumable(counts: dict[str, int]) -> int:
+    """Jobs the next pilot runs: idle ones, and those the log still says are running
+    while no pilot lives (their schedd died with its allocation; the next one makes
+    them idle again when it reads the log)."""
+    return counts.get("idle", 0) + counts.get("running", 0)
+
+
+class AllocationPool(Pool):
+    """The pool on the first node of the one pilot; the queue stays in SPOOL between them."""
+
+    def settings(self) -> PoolSettings:
+        # The pool's address and port are the head node's, known there only (head_config).
+        plan = replace(self.need_plan(), address=login_address(), port=1)
+        return replace(self.settings_of(plan), port=0)
+
+    def write_pilot_files(self, settings: PoolSettings) -> None:
+        plan = self.need_plan()
+        layout, spec = self.layout, plan.spec
+        make_local_dirs(layout, "log", "execute")
+        Path(layout.pool_config).write_text(remote_pool.head_config(settings))
+        tokens = Path(layout.pilot_tokens)
+        tokens.mkdir(parents=True, exist_ok=True)
+        os.chmod(tokens, 0o700)
+        Path(layout.pilot_config).write_text(remote_pool.allocation_pilot_config(settings))
+        node = remote_pool.allocation_node_script(
+            settings, batch=self.batch, cores=spec.cores_per_node,
+            memory_mb=spec.memory_per_node_mb, walltime_s=spec.walltime_s,
+            retire_s=spec.retire_s, login_address=settings.address,
+            token_lifetime_s=plan.token_lifetime_s,
+        )  # fmt: skip
+        self.write_node_script(node)
+        os.chmod(layout.node_script, 0o755)
+
+    def launch(self) -> dict[str, Any]:
+        self.prepare()
+        if self.need_plan().pilots != 1:
+            raise AgentError("the schedd runs inside the allocation: one pilot at a time")
+        settings = self.settings()
+        placed_now = place_queue(self.layout, settings.site_user, settings.trust_domain)
+        if not self.alive_pilots():
+            expire_leases(self.layout)
+        pilots = self.submit_pilots(settings, waiting=lambda: resumable(job_counts(self.layout)))
+        return {"place": placed_now, "pool": {"started": False, "placement": "allocation"},
+                "pilots": pilots}  # fmt: skip
+
+    def status(
+        self, known: dict[str, PilotState] | None = None, masters: set[str] | None = None
+    ) -> dict[str, Any]:
+        """The log's jobs (a dead allocation's "running" ones are idle again) and the
+        pilots: while one lives it holds the pool; `known` and `masters` are not needed."""
+        counts = job_counts(self.layout)
+        try:
+            states = self.pilot_states()
+            pilots = {k: str(v) for k, v in states.items()}
+            held = any(state in ALIVE for state in states.values())
+        except BatchError as exc:
+            pilots, held = {"error": str(exc)}, True
+        interrupted = 0
+        if not held and counts.get("running"):
+            # No pilot holds the spool: "running" in the log is a schedd that died with
+            # its allocation; the next one starts those jobs again.
+            interrupted = counts.pop("running")
+            counts["idle"] = counts.get("idle", 0) + interrupted
+        return {
+            "jobs": counts,
+            "total": sum(counts.values()),
+            "finished": all_finished(counts),
+            "pool_running": held,
+            "placement": "allocation",
+            "interrupted": interrupted,
+            "placed": placed(self.layout),
+            "pilots": pilots,
+        }
+
+    def stop(self) -> dict[str, Any]:
+        """Cancel the pilots and wait until the batch system reports them gone: then no
+        schedd holds the spool (its log final) and it can be copied."""
+        cancelled = self.cancel_pilots()
+        self.wait_pilots_gone("the spool is not final yet")
+        return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled,
+                "logs": gather_logs.gather_safely(self.layout.root, self.plan)}  # fmt: skip
