@@ -7,12 +7,20 @@ bindings' results and exceptions into lumberjack's own words.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lumberjack.ap.message_text import one_line
+from lumberjack.ap.schedd_wait import (
+    PATIENCE,
+    Patience,
+    may_have_acted,
+    retry_while_busy,
+    settle_export,
+    settle_import,
+)
 from lumberjack.errors import BadInput, LumberjackError
 
 # Attributes the selection, preflight and path map need from each job: every one the
@@ -35,6 +43,8 @@ class ExportResult:
     total_job_ads: int
     total_cluster_ads: int
     log: Path
+    #: the schedd's answer came too late, and the export was read from its state
+    settled: bool = False
 
 
 def _htcondor() -> Any:
@@ -56,6 +66,8 @@ class LocalSchedd:
         htcondor.reload_config()
         #: where the schedd is (None: the local one), for a child that acts as an owner
         self.location: Any = None
+        #: how long to wait for a schedd that did not answer in time (schedd_wait)
+        self.patience = PATIENCE
         try:
             name = htcondor.param.get("SCHEDD_HOST")
             if name:
@@ -89,17 +101,37 @@ class LocalSchedd:
             return []
         return [ad_to_dict(ad) for ad in ads]
 
-    def export_jobs(self, clusters: list[int], export_dir: Path, new_spool: str) -> ExportResult:
+    def export_jobs(
+        self,
+        clusters: list[int],
+        export_dir: Path,
+        new_spool: str,
+        expected: Collection[str] = (),
+    ) -> ExportResult:
+        """The schedd's export of `clusters` into `export_dir`. When its answer does not
+        come in time (20 s, a big export) the outcome is read from the schedd's state
+        (schedd_wait.settle_export, for the jobs `expected`, "C.P"): a whole export is a
+        success, anything else a LumberjackError (the caller rolls back)."""
         spec = [str(c) for c in clusters]
+        log = export_dir / "job_queue.log"
         try:
             result = self._schedd.export_jobs(spec, str(export_dir), new_spool)
         except Exception as exc:
-            raise LumberjackError(f"the schedd refused to export: {_one_line(exc)}") from exc
+            if not (expected and may_have_acted(str(exc))):
+                raise LumberjackError(f"the schedd refused to export: {_one_line(exc)}") from exc
+            try:
+                look = settle_export(self._schedd.query, clusters, expected, log, self.patience)
+            except LumberjackError as why:
+                raise LumberjackError(
+                    f"the schedd did not answer the export in time ({_one_line(exc)}), "
+                    f"and then {why}"
+                ) from exc
+            return ExportResult(look.procs, look.clusters, log, settled=True)
         _check_action(result, "export")
         return ExportResult(
             int(result.get("TotalJobAds", 0)),
             int(result.get("TotalClusterAds", 0)),
-            export_dir / "job_queue.log",
+            log,
         )
 
     def import_results(self, import_dir: Path, wake: str | None = None) -> int:
@@ -126,8 +158,11 @@ class LocalSchedd:
         return str(spool)
 
     def unexport(self, clusters: list[int]) -> int:
+        """The schedd's unexport of `clusters`, asked again while the schedd is busy (a
+        big export it still works on answers nothing else; schedd_wait.schedd_busy)."""
+        spec = [str(c) for c in clusters]
         try:
-            result = self._schedd.unexport_jobs([str(c) for c in clusters])
+            result = retry_while_busy(lambda: self._schedd.unexport_jobs(spec), self.patience)
         except Exception as exc:
             raise LumberjackError(f"the schedd refused to unexport: {_one_line(exc)}") from exc
         _check_action(result, "unexport")
@@ -155,13 +190,25 @@ def import_as_owner(
     return _import_into(schedd, import_dir, wake)
 
 
-def _import_into(schedd: Any, import_dir: str, wake: str | None = None) -> int:
-    """The schedd's import; then, with ``wake`` (a job handed back idle), the schedd is
+def _import_into(
+    schedd: Any, import_dir: str, wake: str | None = None, patience: Patience = PATIENCE
+) -> int:
+    """The schedd's import (an answer too late is settled from the queue:
+    schedd_wait.settle_import); then, with ``wake`` (a job handed back idle), the schedd is
     told that it has jobs to run (_wake)."""
     try:
         result = schedd.import_exported_job_results(import_dir)
     except Exception as exc:
-        raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
+        if not may_have_acted(str(exc)):
+            raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
+        # Too late an answer (20 s): the schedd may have merged; its queue says.
+        try:
+            jobs = settle_import(schedd.query, Path(import_dir), patience)
+        except LumberjackError as why:
+            raise LumberjackError(
+                f"the schedd did not answer the import in time ({_one_line(exc)}), and then {why}"
+            ) from exc
+        result = {"ActionResult": 1, "TotalJobAds": jobs}
     _check_action(result, "import")
     if wake:
         _wake(schedd, wake)
