@@ -40,6 +40,10 @@ def tier(
         name = image.ensure_image()
         testbed.ensure_host_submitter()
         # Not under pytest's own 0700 directory: export reads inputs as the submitter.
+        # This tier runs first in `make test`: on a fresh machine no `up` made the
+        # testbed's directory yet.
+        testbed.testbed_dir().mkdir(parents=True, exist_ok=True)
+        os.chmod(testbed.testbed_dir(), 0o755)
         base = testbed.testbed_dir() / "work"
         base.mkdir(exist_ok=True, mode=0o755)
         work = base / f"{tmp_path_factory.mktemp('docker').name}-{os.getpid()}"
