@@ -511,9 +511,19 @@ def _any_gpus(profile: SiteProfile) -> bool:
     return any(queue.gpus_per_node for queue in profile.queues)
 
 
+#: A clause that reads the clock: `time()` or the CurrentTime attribute.
+_CLOCK = re.compile(r"\btime\s*\(|\bCurrentTime\b", re.IGNORECASE)
+
+
 def _clause_reason(clause: str, of_slot: bool, profile: SiteProfile) -> str:
     if of_slot:
         return f"the pilots' START refuses it ({clause}); no flag changes that"
+    if _CLOCK.search(clause):
+        # A deadline (time() < N) is false because of when, not where: say so.
+        return (
+            f"Requirements ({clause}) is false at this time (it reads the clock): "
+            "no flag helps; change it in the submit file"
+        )
     return (
         f"Requirements ({clause}) is false for the site image ("
         f"{platform_of(profile).describe()}): no flag helps; change it in the submit file"

@@ -127,6 +127,16 @@ def test_an_os_requirement_names_the_site_image(testbed) -> None:  # type: ignor
     assert analysis.matched == ["5.0"]
 
 
+def test_a_passed_deadline_says_it_is_the_clock(testbed) -> None:  # type: ignore[no-untyped-def]
+    """A clause that reads the clock is false because of when, not the site's image."""
+    ads = [job(4, requirements="time() < 1000")]
+    analysis = matchmaking.analyze(ads, testbed, build_request(testbed))
+    assert analysis.lines() == [
+        "cluster 4: Requirements (time() < 1000) is false at this time (it reads the "
+        "clock): no flag helps; change it in the submit file"
+    ]
+
+
 def test_an_unknown_os_is_not_judged(testbed) -> None:  # type: ignore[no-untyped-def]
     """A site's own HTCondor (runtime none): its OS is not known before launch."""
     profile = find_profile("testbed-nocontainer")
