@@ -40,6 +40,7 @@ from lumberjack.ap.schedd import JOB_PROJECTION, JobAd, LocalSchedd, ad_to_dict,
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.classad_text import unquote_string
+from lumberjack.core.contract import QUEUE_LOG
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import word_of
 from lumberjack.core.records import NOT_IN_JSON, JsonRecord
@@ -463,9 +464,9 @@ def write_bundle(
 
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
-    jqlw.write_log(spool_dir / "job_queue.log", ads)
+    jqlw.write_log(spool_dir / QUEUE_LOG, ads)
     del ads, clusters  # the queue is written: its memory goes to the manifest's JSON
-    entries.append(bundle_mod.entry_for(spool_dir, "job_queue.log"))
+    entries.append(bundle_mod.entry_for(spool_dir, QUEUE_LOG))
     crash_point("export.before-manifest")
     manifest = bundle_mod.Manifest(
         name=plan.name,

@@ -21,6 +21,7 @@ from lumberjack.ap.schedd_wait import (
     settle_export,
     settle_import,
 )
+from lumberjack.core.contract import QUEUE_LOG
 from lumberjack.errors import BadInput, LumberjackError
 
 # Attributes the selection, preflight and path map need from each job: every one the
@@ -113,7 +114,7 @@ class LocalSchedd:
         (schedd_wait.settle_export, for the jobs `expected`, "C.P"): a whole export is a
         success, anything else a LumberjackError (the caller rolls back)."""
         spec = [str(c) for c in clusters]
-        log = export_dir / "job_queue.log"
+        log = export_dir / QUEUE_LOG
         try:
             result = self._schedd.export_jobs(spec, str(export_dir), new_spool)
         except Exception as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.contract import QUEUE_LOG
 from lumberjack.errors import LumberjackError
 
 T = TypeVar("T")
@@ -195,7 +196,7 @@ def settle_import(
     back when no job of `import_dir`'s log is still exported by lumberjack (the schedd
     clears Managed as it merges them); LumberjackError otherwise."""
     try:
-        ads = jql.read_log(import_dir / "job_queue.log")
+        ads = jql.read_log(import_dir / QUEUE_LOG)
     except (OSError, jql.JobQueueLogError) as exc:
         raise LumberjackError(f"cannot read the import's own log: {exc}") from exc
     jobs = [k for k in ads if jql.key_kind(k) == "proc"]
