@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from itertools import repeat
 
 from lumberjack.core import jobqueuelog as jql
 
@@ -30,33 +29,20 @@ __all__ = ["read_ads", "read_json"]
 
 #: Bytes of a log read at a time, as in jobqueuelog.parse_file.
 PIECE_BYTES = jql.PIECE_BYTES
-# Stand-ins for "\n" in a JSON-escaped text: printable ASCII, so escaping keeps them as
-# they are; a piece takes the first one it does not contain.
-_SEPARATORS = "~`|^}{"
-# Blanks other than " ": JSON escapes them, so an escaped value could start with one
-# unseen (see _Pass.lines); a piece with any of them is read unescaped.
-_ESCAPED_BLANKS = "\t\r\x0b\x0c"
 
 
 class _TwoPasses(Exception):
     """The two-pass reader answers for this log (see the module docstring)."""
 
 
-class _Unescapable(Exception):
-    """A piece cannot be read JSON-escaped: read the log again unescaped."""
-
-
 class _Pass:
     """The state of one pass over a log: the live ads, and what the end must check.
 
-    ``escaped``: lines are JSON-escaped text (ensure_ascii), so names and values are
-    stored as they go into the JSON; keys are the same either way (digits, "." and "-").
     A key is taken as spelt: another spelling of a live ad's key ("1.-1" for "01.-1",
     which the schedd never writes) is left to the two passes.
     """
 
-    def __init__(self, escaped: bool) -> None:
-        self.escaped = escaped
+    def __init__(self) -> None:
         self.ads: dict[str, dict[str, str]] = {}  # key of a live ad -> attrs, in order
         self.types: dict[str, tuple[str, str]] = {}  # key -> (MyType, TargetType)
         self.gone_keys: list[str] = []  # keys of destroyed ads
@@ -70,30 +56,23 @@ class _Pass:
         """Play whole lines of the log, in order.
 
         The shortcut takes a 103 to the key of a live ad whose value starts with a
-        character above " " (so it is not blank; NUL was refused for the whole text; a
-        JSON-escaped blank starts with "\\" only for _ESCAPED_BLANKS, which an escaped
-        piece does not hold), a 101 of ad types seen before, "105 " and "106 ". Their
-        keys and names are checked at the end (finish). Anything else takes _slow.
+        character above " " (so it is not blank; NUL was refused for the whole text), a
+        101 of ad types seen before, "105 " and "106 ". Their keys and names are checked
+        at the end (finish). Anything else takes _slow.
         """
         ads, types, good_types = self.ads, self.types, self.good_types
-        attrs_of = ads.get
         open_txn = self.open_txn
         for line in lines:
             parts = line.split(" ", 3)
-            if len(parts) == 4:
-                op, key, name, value = parts
-                if op == "103":
+            op = parts[0]
+            if op == "103":
+                try:
+                    _, key, name, value = parts
                     if value >= "!":
-                        attrs = attrs_of(key)
-                        if attrs is not None:
-                            attrs[name] = value
-                            continue
-                elif op == "101" and name in good_types and value in good_types:
-                    if key in ads:
-                        raise _TwoPasses  # 101 of a live ad
-                    ads[key] = {}
-                    types[key] = (name, value)
-                    continue
+                        ads[key][name] = value
+                        continue
+                except (ValueError, KeyError):
+                    pass  # not KEY NAME VALUE, or no such ad (as spelt): _slow
             elif line == "105 ":
                 if open_txn:
                     raise _TwoPasses
@@ -104,6 +83,14 @@ class _Pass:
                     raise _TwoPasses
                 open_txn = False
                 continue
+            elif op == "101" and len(parts) == 4:
+                _, key, name, value = parts
+                if name in good_types and value in good_types:
+                    if key in ads:
+                        raise _TwoPasses  # 101 of a live ad
+                    ads[key] = {}
+                    types[key] = (name, value)
+                    continue
             self.open_txn = open_txn
             self._slow(line)
             open_txn = self.open_txn
@@ -111,9 +98,8 @@ class _Pass:
 
     def _slow(self, line: str) -> None:
         """Any line, with every check of jobqueuelog._parse_line, then played."""
-        raw = self._unescape(line)
         try:
-            record = jql._parse_line(raw, self.good_keys, self.good_tokens)
+            record = jql._parse_line(line, self.good_keys, self.good_tokens)
         except jql._LineError:
             raise _TwoPasses from None
         op = record[0]
@@ -124,8 +110,7 @@ class _Pass:
             return
         if op == jql.OP_LOG_HISTORICAL_SEQUENCE_NUMBER:
             return
-        # The fields as the ads store them (escaped if the line is): split like the line.
-        _, key, *rest = line.split(" ", 3 if op == jql.OP_SET_ATTRIBUTE else -1)
+        _, key, *rest = record  # (for a 101: MyType and TargetType)
         if op == jql.OP_NEW_CLASSAD:
             if key in self.ads:
                 raise _TwoPasses  # 101 of a live ad
@@ -157,15 +142,11 @@ class _Pass:
         _check_keys([*self.ads, *self.gone_keys], repeats=bool(self.gone_keys))
         names = self.gone_names.union(*self.ads.values())
         for name in names:
-            token = self._unescape(name)
-            if not token or jql.BAD_TOKEN.search(token):
+            if not name or jql.BAD_TOKEN.search(name):
                 raise _TwoPasses
         if len({jql.fold_name(name) for name in names}) != len(names):
             raise _TwoPasses  # two spellings of one name: only the replay knows which
         return self.ads
-
-    def _unescape(self, text: str) -> str:
-        return json.loads(f'"{text}"') if self.escaped else text
 
 
 # Each key a CLUSTER.PROC line.
@@ -209,27 +190,10 @@ def _pieces(handle: jql.Readable, piece_bytes: int) -> Iterable[str]:
             yield piece.decode("utf-8", "surrogateescape")
 
 
-def _escaped_lines(text: str) -> list[str]:
-    """The lines of `text`, each JSON-escaped (ensure_ascii): the text escaped at once,
-    its "\\n" first made a character that is in none of its lines, so it can be split
-    on again. _Unescapable if a blank other than " " is in the text (see _Pass.lines)."""
-    if any(blank in text for blank in _ESCAPED_BLANKS):
-        raise _Unescapable
-    sep = next((c for c in _SEPARATORS if c not in text), None)
-    if sep is not None:  # printable ASCII: escaping keeps it as it is
-        return json.encoder.encode_basestring_ascii(text.replace("\n", sep))[1:-1].split(sep)
-    # NUL (refused in any log) is escaped to \u0000; nothing else is, but the text's own
-    # \u0000 (a backslash, then u0000) would be escaped to \\u0000, which holds it too.
-    if "\\u0000" in text:
-        raise _Unescapable
-    escaped = json.encoder.encode_basestring_ascii(text.replace("\n", "\x00"))
-    return escaped[1:-1].split("\\u0000")
-
-
-def _one_pass(handle: jql.Readable, escaped: bool, piece_bytes: int) -> _Pass:
-    state = _Pass(escaped)
+def _one_pass(handle: jql.Readable, piece_bytes: int) -> _Pass:
+    state = _Pass()
     for text in _pieces(handle, piece_bytes):
-        lines = _escaped_lines(text) if escaped else text.split("\n")
+        lines = text.split("\n")  # not splitlines(): \r, \x85, U+2028 are in values
         del text
         lines.pop()  # the empty remainder after the final newline
         state.lines(lines)
@@ -251,7 +215,7 @@ def read_ads(
     included."""
     with jql.no_gc():
         try:
-            state = _one_pass(handle, False, piece_bytes)
+            state = _one_pass(handle, piece_bytes)
         except _TwoPasses:
             return _two_passes(handle, source)
         return {key: jql.Ad(key, *state.types[key], attrs) for key, attrs in state.ads.items()}
@@ -261,30 +225,10 @@ def read_json(handle: jql.Readable, source: str, piece_bytes: int = PIECE_BYTES)
     """`inspect --json`'s document for the log open in `handle` (binary, at its start,
     seekable): json.dumps({"ads": {KEY: {NAME: VALUE}}}) of read_ads' ads, errors
     included; no newline at the end."""
-    with jql.no_gc():
+    with jql.no_gc():  # json.dumps too: it makes a tuple per attribute
         try:
-            return _escaped_document(_one_pass(handle, True, piece_bytes).ads)
-        except _Unescapable:
-            handle.seek(0)  # type: ignore[attr-defined]
+            ads = _one_pass(handle, piece_bytes).ads
         except _TwoPasses:
-            return json.dumps({"ads": _two_passes_attrs(handle, source)})
-        try:
-            return json.dumps({"ads": _one_pass(handle, False, piece_bytes).ads})
-        except _TwoPasses:
-            return json.dumps({"ads": _two_passes_attrs(handle, source)})
-
-
-def _two_passes_attrs(handle: jql.Readable, source: str) -> dict[str, dict[str, str]]:
-    return {key: ad.attrs for key, ad in _two_passes(handle, source).items()}
-
-
-def _escaped_document(ads: dict[str, dict[str, str]]) -> str:
-    """json.dumps({"ads": ads}) of ads whose names and values are JSON-escaped already
-    (and whose keys need no escaping): joins, no per-string work."""
-    if not ads:
-        return '{"ads": {}}'
-    bodies = map('", "'.join, map(map, repeat('": "'.join), map(dict.items, ads.values())))
-    text = '{"ads": {"' + '"}, "'.join(map('": {"'.join, zip(ads, bodies))) + '"}}}'
-    # An empty ad came out as {""}: no other {""} can be in the text, as every raw '"' is
-    # one of the joins' and names are never empty.
-    return text.replace('{""}', "{}") if not all(ads.values()) else text
+            ads = {key: ad.attrs for key, ad in _two_passes(handle, source).items()}
+        # the same text as json.dumps({"ads": ads}): ads hold no cycles to look for
+        return json.dumps({"ads": ads}, check_circular=False)
