@@ -7,11 +7,12 @@ settle as it goes makes the two passes (jobqueuelog.parse_file, then replay) ans
 the whole log instead: an unfinished final transaction (the schedd drops it), a line
 without its final newline (a torn write, or not), any line or replay error (the two passes
 give it, with its line number, exactly as before), two spellings of one attribute name
-(ClassAd names are case-insensitive). The answer is therefore always the two passes'
-answer; this is only the fast way to it for a log a schedd wrote.
+(ClassAd names are case-insensitive) or of one key (keys are their numbers). The answer is
+therefore always the two passes' answer; this is only the fast way to it for a log a
+schedd wrote.
 
 Every check of jobqueuelog._parse_line stays: a line the pass does not vouch for on sight
-goes through _parse_line itself, and the names and ad types it stored without a look are
+goes through _parse_line itself, and the keys and names it stored without a look are
 checked once each at the end.
 
 Stdlib only, like jobqueuelog.py.
