@@ -73,9 +73,12 @@ def quick_inspect_json(args: Sequence[str]) -> bool:
         document = load_json(path)
     except Exception:  # noqa: BLE001 - the command line says what went wrong
         return False
-    sys.stdout.write(document)
-    sys.stdout.write("\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(document)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): nothing to say, as click
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the rest goes too
     return True
 
 

@@ -263,3 +263,21 @@ def test_quick_inspect_json_leaves_a_misspelt_crash_point_to_the_command_line(
         fh.write("101 1.0 Job Machine\n")
     monkeypatch.setenv("LUMBERJACK_CRASH_AT", "no-such-point")
     assert not queue_log.quick_inspect_json(["inspect", "--json", path])
+
+
+@pytest.mark.parametrize("more", [[], ["--max-size", "1GB"]])  # quickly, and by click
+def test_inspect_json_into_a_pipe_closed_early_ends_quietly(
+    more: list[str], tmp_path: os.PathLike[str]
+) -> None:
+    path = os.path.join(os.fspath(tmp_path), "job_queue.log")
+    with open(path, "w", encoding="utf-8") as fh:  # more than a pipe holds
+        fh.write("101 1.0 Job Machine\n" + "".join(f"103 1.0 A{n} {n:0500}\n" for n in range(999)))
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "lumberjack", "inspect", "--json", path, *more],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.read(10) == b'{"ads": {"'
+    reader.stdout.close()  # as `| head -c 10` does
+    assert (reader.wait(timeout=60), reader.stderr.read()) == (0, b"")
