@@ -13,6 +13,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_jobqueuelog import BAD_LOGS, BAD_REPLAYS, FIXTURE
 
 from lumberjack.ap import queue_log
 from lumberjack.core import jobqueuelog as jql
@@ -138,6 +139,16 @@ def test_a_schedd_log_is_read_in_one_pass(piece: int) -> None:
 def test_logs_the_one_pass_leaves_to_the_two_get_their_answer(tail: str, piece: int) -> None:
     _same_answers(SCHEDD_LOG + tail, piece)
     _same_answers(tail, piece)
+
+
+@pytest.mark.parametrize(
+    "text", [FIXTURE, FIXTURE + "106 \n"] + [text for text, _, _ in BAD_LOGS + BAD_REPLAYS]
+)
+def test_the_two_passes_samples_get_their_answer(text: str) -> None:
+    """jobqueuelog's own samples: a schedd's queue (with and without its unfinished final
+    transaction), and every malformed line and impossible replay, with its line number."""
+    _same_answers(text)
+    _same_answers(text, 9)
 
 
 def test_an_empty_log_has_no_ads() -> None:
