@@ -292,3 +292,26 @@ def test_inspect_json_into_a_pipe_closed_early_ends_quietly(
     assert reader.stdout.read(10) == b'{"ads": {"'
     reader.stdout.close()  # as `| head -c 10` does
     assert (reader.wait(timeout=60), reader.stderr.read()) == (0, b"")
+
+
+def test_python_m_lumberjack_inspect_json_loads_no_command_line_machinery(
+    tmp_path: os.PathLike[str],
+) -> None:
+    path = os.path.join(os.fspath(tmp_path), "job_queue.log")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("101 1.0 Job Machine\n103 1.0 A 1\n")
+    script = (
+        "import runpy, sys\n"
+        "runpy.run_module('lumberjack', run_name='__main__')\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "inspect", "--json", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == '{"ads": {"1.0": {"A": "1"}}}\n'
+    loaded = set(done.stderr.split())
+    assert "lumberjack.core.jobqueuelog_onepass" in loaded
+    assert not {"click", "pydantic", "lumberjack.cli", "lumberjack.profiles"} & loaded
