@@ -31,16 +31,16 @@ SCHEDD_LOG = (
     "103 0.0 NextClusterNum 1\n"
     "105 \n"
     "101 01.-1 Job Machine\n"
-    "101 1.-2 ClusterPvt (empty)\n"
+    "103 01.-1 ClusterId 1\n"
     "101 1.0 Job Machine\n"
-    "103 1.0 ProcId 0\n"
     "103 1.0 JobStatus 1\n"
     '103 1.0 Args "a \\"quoted\\" \\\\ back"\n'
     '103 1.0 Description "naïve café ☕ 日本語 x=1"\n'
+    "101 1.-2 ClusterPvt (empty)\n"
     "101 1.1 Job Machine\n"
+    "103 1.0 ProcId 0\n"
     "103 1.1 ProcId 1\n"
     '103 1.1 Environment "GREETING=héllo \udcff\udc80"\n'
-    "103 01.-1 ClusterId 1\n"
     '103 01.-1 Requirements (TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX")\n'
     "106 \n"
     "105 \n"
