@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
     latest.write_text(json.dumps(results, indent=1))
     write_markdown(results)
     print(json.dumps(results, indent=1))
-    print(targets.markdown(results, (ROOT / "BENCHMARKS.md").read_text()))
+    print(targets.markdown(results, old_target_rows()))
     return 0
 
 
@@ -167,9 +167,10 @@ def _inspect_text(log: dict) -> str:
 replay of it without any check (bench_jobqueuelog.NAIVE_REPLAY: no key, name, value or
 torn-write checks, names case-sensitive; the same JSON, compared), each a process of its
 own, best of 3: {inspect} s against {naive} s, **{ratio}x**.
-inspect's time is reading and checking every line (`parse_file`), replaying it as the
-schedd does (`replay`: transactions, case-insensitive names, keys by their numbers), the
-JSON, and the CLI's start-up.
+inspect's time is one pass that reads, checks and plays each line as the schedd would
+(`jobqueuelog_onepass`: transactions, case-insensitive names, keys by their numbers; a log
+it cannot settle as it goes is left to `parse_file` and `replay`), the JSON (`json.dumps`
+of the ads), and `python -m lumberjack`'s start-up (`inspect --json FILE` without click).
 """
 
 

@@ -3,95 +3,18 @@
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
 import click
 
-from lumberjack.ap.message_text import printable, shortened
-from lumberjack.ap.queue_summary import queue_summary
+from lumberjack.ap.queue_log import DEFAULT_MAX_SIZE, load_ads, load_json
+from lumberjack.ap.queue_log import cell as _cell
+from lumberjack.ap.queue_log import shorten as _shorten
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.core import jobqueuelog
-from lumberjack.core.units import format_memory, parse_memory
+from lumberjack.core.units import parse_memory
 from lumberjack.errors import BadInput
-
-#: The largest log `inspect` reads unless --max-size says more (it is held in memory).
-DEFAULT_MAX_SIZE = "1GB"
-
-
-def load_ads(path: str, max_mb: int | None = None) -> dict[str, jobqueuelog.Ad]:
-    """The ads of the log at `path`, with every failure turned into a one-line BadInput
-    naming the file. Only a regular file of at most `max_mb` MB is read: a device or a
-    FIFO would be read forever (opened non-blocking, so a FIFO does not hang the open)."""
-    limit_mb = parse_memory(DEFAULT_MAX_SIZE) if max_mb is None else max_mb
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        try:
-            _check_regular(path, os.fstat(fd), limit_mb)
-        except BaseException:
-            os.close(fd)
-            raise
-        with os.fdopen(fd, "rb") as handle:
-            return jobqueuelog.replay(jobqueuelog.parse_file(handle, path), source=path)
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except PermissionError:
-        raise BadInput(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    except jobqueuelog.JobQueueLogError as exc:
-        raise BadInput(log_error(path, exc)) from None
-
-
-def _check_regular(path: str, info: os.stat_result, limit_mb: int) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise BadInput(f"{_cell(path)}: is {what}, not a job_queue.log")
-    if info.st_size > limit_mb * 1024 * 1024:
-        raise BadInput(
-            f"{_cell(path)}: {format_memory(-(-info.st_size // (1024 * 1024)))} is more "
-            f"than --max-size {format_memory(limit_mb)}; give a larger --max-size"
-        )
-
-
-#: How much of a bad line an error shows.
-EXCERPT_CHARS = 60
-
-
-def log_error(path: str, exc: jobqueuelog.JobQueueLogError) -> str:
-    """One short line: the file, the line number, what is wrong, the start of the line."""
-    if exc.line is None:
-        return f"{_cell(path)}: {_shorten(exc.problem, 2 * EXCERPT_CHARS)}"
-    where = f"{_cell(path)} line {exc.line}"
-    if exc.text is None:
-        return f"{where}: {_shorten(exc.problem, 2 * EXCERPT_CHARS)}"
-    if _binary(exc.text):
-        return f"{where}: binary data, not a job_queue.log"
-    return f"{where}: {_shorten(exc.problem, 2 * EXCERPT_CHARS)}: {_excerpt(exc.text)}"
-
-
-def _binary(text: str) -> bool:
-    start = text[:200]
-    odd = sum(1 for c in start if not c.isprintable() and c != "\t")
-    return "\x00" in start or odd > len(start) // 10
-
-
-def _shorten(text: str, limit: int) -> str:
-    return shortened(_cell(text), limit)
-
-
-def _excerpt(text: str) -> str:
-    return '"' + _shorten(text, EXCERPT_CHARS) + '"'
-
-
-def _cell(value: Any) -> str:
-    """One table cell: no control characters (they would break the layout) and no lone
-    surrogates from undecodable bytes (they cannot be printed)."""
-    if value is None:
-        return "-"
-    text = str(value).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return printable(text)
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -215,8 +138,9 @@ def inspect_cmd(log_file: str, other: str | None, diff: bool, max_size: str, as_
         else:
             emit(False, None, render_diff(path, other, changes))
         return
-    ads = load_ads(path, max_mb)
-    if as_json:
-        emit(True, {"ads": {key: ad.attrs for key, ad in ads.items()}})  # printed as they are
-    else:
-        emit(False, None, render(path, queue_summary(ads)))
+    if as_json:  # the ads' attributes printed as they are
+        click.echo(load_json(path, max_mb))  # what emit(True, {"ads": ...}) would print
+        return
+    from lumberjack.ap.queue_summary import queue_summary  # only the table needs it
+
+    emit(False, None, render(path, queue_summary(load_ads(path, max_mb))))
