@@ -315,3 +315,11 @@ def test_python_m_lumberjack_inspect_json_loads_no_command_line_machinery(
     loaded = set(done.stderr.split())
     assert "lumberjack.core.jobqueuelog_onepass" in loaded
     assert not {"click", "pydantic", "lumberjack.cli", "lumberjack.profiles"} & loaded
+
+
+def test_the_installed_command_takes_the_same_entry_as_python_m() -> None:
+    """`condor_lumberjack inspect --json` is as quick as `python -m lumberjack ...`."""
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "condor_lumberjack"]
+    assert script.value == "lumberjack.__main__:main"
