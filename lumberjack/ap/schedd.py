@@ -197,11 +197,22 @@ def _import_into(
     """The schedd's import (an answer too late is settled from the queue:
     schedd_wait.settle_import); then, with ``wake`` (a job handed back idle), the schedd is
     told that it has jobs to run (_wake)."""
+
+    def attempt() -> Any:
+        try:
+            return schedd.import_exported_job_results(import_dir)
+        except Exception as exc:
+            if may_have_acted(str(exc)):
+                return exc  # sent, but answered too late: settled below
+            raise
+
     try:
-        result = schedd.import_exported_job_results(import_dir)
+        # A schedd busy with another import does not take the command: asked again.
+        result = retry_while_busy(attempt, patience)
     except Exception as exc:
-        if not may_have_acted(str(exc)):
-            raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
+        raise LumberjackError(f"the schedd refused the import: {_one_line(exc)}") from exc
+    if isinstance(result, Exception):
+        exc = result
         # Too late an answer (20 s): the schedd may have merged; its queue says.
         try:
             jobs = settle_import(schedd.query, Path(import_dir), patience)

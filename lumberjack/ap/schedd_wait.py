@@ -26,8 +26,10 @@ T = TypeVar("T")
 # The request reached the schedd; its answer did not come back in time (the read of the
 # reply timed out). The schedd may have done all of it.
 _MAY_HAVE_ACTED = ("can't read response ad", "timed out", "timeout")
-# The schedd, busy with something long, did not let a new connection in in time.
-_BUSY = ("secman:2007", "failed to read resume session", "failed to connect")
+# The schedd, busy with something long, did not let a new connection in in time. "No
+# result ad" is the bindings' text when the command could not even be started (DCSchedd
+# returns nothing and says nothing): the request never reached the schedd.
+_BUSY = ("secman:2007", "failed to read resume session", "failed to connect", "no result ad")
 
 
 def may_have_acted(text: str) -> bool:

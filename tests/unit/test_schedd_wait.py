@@ -253,3 +253,32 @@ def test_a_late_import_that_did_not_merge_is_a_failure(tmp_path: Path) -> None:
     bindings = Bindings(import_exported_job_results=[late], query=[job_ads(JOBS[2:3])])
     with pytest.raises(LumberjackError, match=r"did not take back 1 of 6 jobs \(first: 7.2\)"):
         schedd_mod._import_into(bindings, str(tmp_path), patience=Clock().patience())
+
+
+# What the bindings raise when DCSchedd could not start the command (seen on the
+# testbed while another 10,000-job import held the schedd): it never reached the schedd.
+NOT_STARTED = "No result ad"
+
+
+def test_an_import_the_schedd_never_took_is_asked_again(tmp_path: Path) -> None:
+    clock = Clock()
+    answer = {"ActionResult": 1, "TotalJobAds": 6}
+    bindings = Bindings(import_exported_job_results=[HTCondorException(NOT_STARTED), answer])
+    assert schedd_mod._import_into(bindings, str(tmp_path), patience=clock.patience()) == 6
+    assert bindings.calls == ["import_exported_job_results"] * 2 and clock.pauses == [1.0]
+
+
+def test_an_import_never_taken_in_patience_is_refused_in_one_line(tmp_path: Path) -> None:
+    clock = Clock()
+    bindings = Bindings(import_exported_job_results=[HTCondorException(NOT_STARTED)])
+    with pytest.raises(LumberjackError, match="^the schedd refused the import: No result ad$"):
+        schedd_mod._import_into(bindings, str(tmp_path), patience=clock.patience(limit=30))
+    assert clock.now == 30
+
+
+def test_an_import_refused_is_not_asked_again(tmp_path: Path) -> None:
+    clock = Clock()
+    bindings = Bindings(import_exported_job_results=[HTCondorException(DENIED)])
+    with pytest.raises(LumberjackError, match="refused the import"):
+        schedd_mod._import_into(bindings, str(tmp_path), patience=clock.patience())
+    assert bindings.calls == ["import_exported_job_results"] and clock.pauses == []
