@@ -80,6 +80,7 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
     profile = find_profile(site)
     leases.check_site(profile)
     request = request_from_options(profile, **flags)
+    leases.check_request(request, profile)
     ledger = Ledger()
     found = ledger.find_lease(name)
     if found is not None and (found.phase != LeasePhase.CREATING or found.site != site):
