@@ -54,11 +54,11 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
     def launch(self) -> dict[str, Any]:
         """Queue, config and join request in place; a round of the lease's pilots when
         none is alive and jobs wait."""
-        self.prepare()
         lease = self.lease()
-        settings = self.settings()
         if Path(f"{self.request()}~release").exists():
             raise AgentError(f"{self.layout.name} has left {lease.layout.name}; fetch it")
+        self.prepare()
+        settings = self.settings()
         placed_now = place_queue(self.layout, settings.site_user, settings.trust_domain)
         crash_point("joined.after-place")
         make_local_dirs(self.layout, "log", "execute")
