@@ -22,6 +22,7 @@ from journey import (
     site_run,
     tree,
 )
+from test_mfa_login import authentications, mfa_site, prompts  # noqa: F401  (a fixture)
 from test_site_leases import (
     JOBS,
     SITE_BASE,
@@ -36,6 +37,7 @@ from test_site_leases import (
     unique,
 )
 
+from lumberjack.profiles.sites import PROFILES_ENV, shipped_profile_dir
 from lumberjack.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
@@ -133,3 +135,54 @@ def test_a_lease_in_the_allocation(workspace: Path, state_dir: Path, at_site: di
     assert not site_path(f"{SITE_BASE}/{lease_dir}").exists()
     assert slurm_jobs(f"lj-lease-{lease}") == []
     nothing_on_login_node(lease_dir, first, second)
+
+
+MFA_SITE = "testbed-mfa-alloc"
+MFA_PORT = 2223  # testbed-mfa's sshd: key AND a one-time code
+
+
+@pytest.fixture
+def mfa_alloc_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A test-only profile: testbed-mfa with the schedd inside the allocation."""
+    text = (shipped_profile_dir() / "testbed-mfa.toml").read_text()
+    text = text.replace('name = "testbed-mfa"', f'name = "{MFA_SITE}"')
+    text = text.replace('placement = "login"', 'placement = "allocation"')
+    assert f'name = "{MFA_SITE}"' in text and 'placement = "allocation"' in text
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / f"{MFA_SITE}.toml").write_text(text)
+    monkeypatch.setenv(PROFILES_ENV, str(profiles))
+    yield MFA_SITE
+    lumberjack("logout", MFA_SITE, check=False)
+
+
+def test_a_lease_in_the_allocation_through_one_mfa_login(
+    workspace: Path,
+    state_dir: Path,
+    mfa_site,  # noqa: F811
+    mfa_alloc_profile: str,
+    at_site: dict,  # noqa: F811
+) -> None:
+    before, asked = authentications(mfa_site, MFA_PORT), prompts(mfa_site)
+    assert last_json(lumberjack("login", mfa_alloc_profile, "--persist", "1h", "--json"))["live"]
+    lease = unique("mfalease")
+    at_site["leases"].append(lease)
+    created = last_json(
+        lumberjack(
+            "lease", "create", lease, "--site", mfa_alloc_profile, "--nodes", "1",
+            "--cores", "2", "--walltime", "15m", "--idle-shutdown", "3m", "--json",
+        )
+    )  # fmt: skip
+    assert created["phase"] == "active" and created["site"] == mfa_alloc_profile
+    name, job_dir, before_jobs, _ = join(workspace, lease, "mfa", seconds=1)
+    at_site["exports"].append(name)
+    lumberjack("launch", name, "--json")
+    poll_status(name, lambda a: a["finished"], "finished", timeout=300, every=3)
+    come_home(name, job_dir, before_jobs)
+    nothing_on_login_node(f"lease-{lease}", name)
+    ended = last_json(lumberjack("lease", "shutdown", lease, "--json"))
+    assert ended["phase"] == "ended"
+    assert slurm_jobs(f"lj-lease-{lease}") == []
+    # One code for all of it: create, export, ship, launch, status, fetch, import, shutdown.
+    assert authentications(mfa_site, MFA_PORT) == before + 1
+    assert prompts(mfa_site) == asked + 1
