@@ -136,6 +136,8 @@ def status_command(name: str, as_json: bool) -> None:
 def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
     """Submit one more round of the lease's pilots (as many as it was created with),
     whatever is queued or running: more nodes now, or a new round before the walltime.
+    At a site that runs the schedd inside the allocation one round at a time holds the
+    lease's pool: there it is refused while a round is queued or running.
 
     \b
     Example:
