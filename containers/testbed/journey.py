@@ -293,6 +293,27 @@ def processes_of(remote_dir: str) -> dict[int, str]:
     return {pid: commands[pid] for pid in sorted(found)}
 
 
+def _in_batch_job(pid: int) -> bool:
+    """Whether a process descends from a slurmstepd (the testbed's compute nodes share
+    the login node's host: a pilot's processes are on it, but inside a batch job)."""
+    while pid > 1:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "slurmstepd":
+                return True
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True  # gone meanwhile: not left over
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
+
+
+def on_login_node(name: str) -> dict[int, str]:
+    """Processes of the export (or lease directory) `name` under SITE_BASE outside batch
+    jobs: what the login node keeps running."""
+    found = processes_of(f"{SITE_BASE}/{name}")
+    return {pid: cmd for pid, cmd in found.items() if not _in_batch_job(pid)}
+
+
 def site_leftovers(name: str, remote_dir: str) -> list[str]:
     """What still runs or is mounted at the site for export `name`; [] when clean."""
     left = []

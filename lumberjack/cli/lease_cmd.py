@@ -80,6 +80,7 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
     profile = find_profile(site)
     leases.check_site(profile)
     request = request_from_options(profile, **flags)
+    leases.check_request(request, profile)
     ledger = Ledger()
     found = ledger.find_lease(name)
     if found is not None and (found.phase != LeasePhase.CREATING or found.site != site):
@@ -135,6 +136,8 @@ def status_command(name: str, as_json: bool) -> None:
 def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
     """Submit one more round of the lease's pilots (as many as it was created with),
     whatever is queued or running: more nodes now, or a new round before the walltime.
+    At a site that runs the schedd inside the allocation one round at a time holds the
+    lease's pool: there it is refused while a round is queued or running.
 
     \b
     Example:

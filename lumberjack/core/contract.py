@@ -158,6 +158,18 @@ class ExportLayout:
     def agent(self) -> str:
         return self._path("agent.pyz")
 
+    @property
+    def joined(self) -> str:
+        """A lease's in the allocation: one join request per export (the export's
+        directory), `<name>~release` when it leaves and `<name>~released` once its
+        schedd is gone; the head node of each round acts on them."""
+        return self._path("joined")
+
+    @property
+    def schedd_script(self) -> str:
+        """An export joined to a lease in the allocation: how the head starts its schedd."""
+        return self._path("pool", "schedd.sh")
+
 
 class SiteLogs:
     """site-logs/ in an export's directory: what the agent gathers from the site's logs

@@ -52,6 +52,8 @@ POINTS: dict[str, str] = {
     "lease.before-ledger": "the lease runs with its pilots; the ledger still says creating",
     "lease.after-pilots-gone": "(agent) the lease's pilots are gone; its pool still runs",
     "lease.before-ended": "the lease's directory removed; the ledger still says stopping",
+    "joined.after-place": "(agent) queue placed for a lease in the allocation; no join request",
+    "joined.after-release-request": "(agent) release asked of the lease's head; not acknowledged",
 }
 
 

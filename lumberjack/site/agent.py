@@ -39,7 +39,7 @@ from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.contract import ContractError, ExportLayout, PilotState
 from lumberjack.site.batch import BatchError, get_batch_system
 from lumberjack.site.files import AgentError, read_plan
-from lumberjack.site.pools import LeasePool, Pool, pool_for
+from lumberjack.site.pools import LeasePool, Pool, lease_pool_for, pool_for
 from lumberjack.site.pools.base import query_pilots
 from lumberjack.site.processes import running_masters
 
@@ -53,10 +53,10 @@ COMMANDS: dict[str, Callable[[Pool], dict[str, Any]]] = {
     "remove": lambda pool: pool.remove(),
 }
 LEASE_COMMANDS: dict[str, Callable[[LeasePool], dict[str, Any]]] = {
-    "lease-start": LeasePool.start,
-    "lease-extend": LeasePool.extend,
-    "lease-status": LeasePool.lease_status,
-    "lease-stop": LeasePool.lease_stop,
+    "lease-start": lambda pool: pool.start(),
+    "lease-extend": lambda pool: pool.extend(),
+    "lease-status": lambda pool: pool.lease_status(),
+    "lease-stop": lambda pool: pool.lease_stop(),
 }
 
 
@@ -65,7 +65,7 @@ def run(command: str, root: str) -> dict[str, Any]:
     layout = ExportLayout(root)
     plan = read_plan(layout)
     if command in LEASE_COMMANDS:
-        return LEASE_COMMANDS[command](LeasePool(layout, plan))
+        return LEASE_COMMANDS[command](lease_pool_for(layout, plan))
     return COMMANDS[command](pool_for(layout, plan))
 
 

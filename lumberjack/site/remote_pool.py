@@ -200,10 +200,12 @@ def node_script(
     retire_s: int,
     head: str = "",
     head_end: str = "",
+    tick: str = "",
 ) -> str:
     """node.sh (templates/node.sh.tmpl): started once per node by a pilot of `batch`;
     runs one startd until it exits. `head` and `head_end`: what the head node of an
-    allocation runs before its startd and after it (see allocation_node_script).
+    allocation runs before its startd and after it, `tick`: at each poll meanwhile (see
+    allocation_node_script).
 
     The startd's name holds the pilot's job id and the node's name, from the variables
     `batch` sets on every node (the shell's PID and `hostname -s` where it sets none).
@@ -231,7 +233,7 @@ def node_script(
         walltime_s=walltime_s, retire_s=retire_s, local_off=local_off,
         startd=_in_image(settings, "condor_master", "-f"),
         retire_dir=shlex.quote(retire_dir(settings.layout)), retire_poll_s=RETIRE_POLL_S,
-        head=head, head_end=head_end,
+        head=head, head_end=head_end, tick=tick,
     )  # fmt: skip
 
 
@@ -313,10 +315,14 @@ def allocation_node_script(
     retire_s: int,
     login_address: str,
     token_lifetime_s: int,
+    ready: str = "",
+    joined_dir: str = "",
 ) -> str:
     """node.sh for placement "allocation": node_script, plus on the head the pool before
     the startd (templates/node-head.sh.tmpl) and its orderly end after the last startd
-    of the pilot is gone (templates/node-head-end.sh.tmpl)."""
+    of the pilot is gone (templates/node-head-end.sh.tmpl). `ready`: the file that says
+    the pool is up (default: the schedd's address); `joined_dir`: a lease's, whose
+    exports' schedds the head runs (templates/node-head-joined.sh.tmpl)."""
     layout = settings.layout
     q = shlex.quote
     authz = " ".join(f"-authz {a}" for a in PILOT_AUTHZ)
@@ -329,19 +335,27 @@ def allocation_node_script(
         __package__, f"{TEMPLATES}/node-head.sh.tmpl", **names,
         heads_dir=q(heads_dir(layout)), route_address=_ROUTE_ADDRESS,
         login_address=q(login_address), free_port=_FREE_PORT,
-        schedd_address=q(layout.schedd_address),
+        ready=q(ready or layout.schedd_address),
         pool=_in_image_pool(settings, "condor_master", "-f"), timeout_s=HEAD_START_TIMEOUT_S,
         pool_local=layout.pool_local, tokens=q(layout.pilot_tokens), mint=mint,
         address_file=q(collector_file(layout)), collector_env=COLLECTOR_ENV,
     )  # fmt: skip
+    tick = ""
+    if joined_dir:
+        head += render(
+            __package__, f"{TEMPLATES}/node-head-joined.sh.tmpl", run_env=HEAD_RUN_ENV,
+            joined_dir=q(joined_dir), timeout_s=HEAD_START_TIMEOUT_S,
+        )  # fmt: skip
+        tick = "    joined_tick\n"
     head_end = render(
         __package__, f"{TEMPLATES}/node-head-end.sh.tmpl", run_env=HEAD_RUN_ENV,
         startds=_in_image_pool(settings, "condor_status", "-startd", "-af", "Name"),
-        retire_poll_s=RETIRE_POLL_S,
+        retire_poll_s=RETIRE_POLL_S, tick=tick and "    " + tick,
+        before_stop="    joined_stop_all\n" if joined_dir else "",
     )  # fmt: skip
     return node_script(
         settings, batch=batch, cores=cores, memory_mb=memory_mb, walltime_s=walltime_s,
-        retire_s=retire_s, head=head, head_end=head_end,
+        retire_s=retire_s, head=head, head_end=head_end, tick=tick,
     )  # fmt: skip
 
 
@@ -378,4 +392,47 @@ def joined_schedd_config(settings: PoolSettings, lease: ExportLayout) -> str:
         "DAEMON_LIST = MASTER, SCHEDD\n"
         "USE_SHARED_PORT = FALSE\n"
         f"SEC_PASSWORD_DIRECTORY = {lease.pool_local}/passwords.d\n"
+    )
+
+
+# ---- a lease in the allocation: its head node runs the central manager and the schedds
+#
+# The lease's directory holds the head's config (lease_head_config), its pilots' files
+# and joined/ (ExportLayout.joined): an export joins by a request there, the head of the
+# running round starts its schedd (joined_alloc_schedd_config, started by schedd_script)
+# and stops it on a release request. Nothing runs on the login node.
+
+
+def lease_head_config(settings: PoolSettings) -> str:
+    """head_config of a lease's central manager: collector and negotiator only."""
+    return head_config(settings) + (
+        "# A lease: collector and negotiator only; the head runs each joined schedd.\n"
+        "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+    )
+
+
+def joined_alloc_schedd_config(settings: PoolSettings, lease: ExportLayout) -> str:
+    """joined_schedd_config for a schedd the lease's head node runs: the head's address
+    and collector from the environment node.sh sets there, sockets and locks on the node."""
+    name = settings.layout.name
+    base = joined_schedd_config(replace(settings, address=f"$ENV({HEAD_ADDRESS_ENV})"), lease)
+    return base + (
+        '# On the lease\'s head node (placement "allocation"): its address and collector.\n'
+        f"COLLECTOR_HOST = $ENV({COLLECTOR_ENV})\n"
+        f"RUN = $ENV({HEAD_RUN_ENV})/{name}/run\n"
+        f"LOCK = $ENV({HEAD_RUN_ENV})/{name}/lock\n"
+        "DAEMON_SOCKET_DIR = $(RUN)\n"
+    )
+
+
+def schedd_script(settings: PoolSettings) -> str:
+    """pool/schedd.sh: how the lease's head node starts a joined export's schedd."""
+    name = settings.layout.name
+    run = f'"${HEAD_RUN_ENV}"/{shlex.quote(name)}'
+    return (
+        "#!/bin/bash\n"
+        f"# condor_lumberjack: the schedd of export {name}, on the head node of its lease.\n"
+        "set -u\n"
+        f"mkdir -p {run}/run {run}/lock\n"
+        f"exec {_in_image_pool(settings, 'condor_master', '-f')}\n"
     )

@@ -20,7 +20,7 @@ import shlex
 from typing import Any
 
 from lumberjack.ap.agent_zipapp import build_agent
-from lumberjack.core.contract import ExportLayout
+from lumberjack.core.contract import PLACEMENTS, ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
@@ -29,7 +29,13 @@ from lumberjack.profiles.sites import check_not_retired
 from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger, lease_key
 from lumberjack.state.lifecycle import ship_condor_release
 from lumberjack.state.phases import LeasePhase, Phase, lease_move
-from lumberjack.state.plans import check_runtime, pool_plan, request_info, request_of
+from lumberjack.state.plans import (
+    check_pilots,
+    check_runtime,
+    pool_plan,
+    request_info,
+    request_of,
+)
 from lumberjack.state.steps import Site, reported, run_step
 
 #: Phases of a joined export that still need the lease (its collector, new pilots).
@@ -44,13 +50,20 @@ def check_site(profile: SiteProfile) -> None:
     check_runtime(profile)
 
 
+def check_request(request: ResourceRequest, profile: SiteProfile) -> None:
+    """BadInput, in one line, for a request the site's placement cannot run (with the
+    pool in the allocation: more than one pilot at a time)."""
+    check_pilots(request, profile)
+
+
 def check_placement(profile: SiteProfile) -> None:
-    """Leases need the central manager on the login node (placement "login"): with the
-    pool inside the allocation every pilot would be a pool of its own (future work)."""
-    if profile.schedd.placement == "allocation":
+    """Leases run with either placement: the central manager on the login node ("login")
+    or on the head node of each round of pilots ("allocation", where a joined export's
+    schedd runs there too). Anything else is refused."""
+    if profile.schedd.placement not in PLACEMENTS:
         raise BadInput(
-            f"site {profile.name} runs the schedd inside the allocation ([schedd] placement = "
-            '"allocation"), where leases are not supported yet; export without --lease'
+            f"site {profile.name} names schedd placement {profile.schedd.placement!r}, where "
+            f"leases cannot run; use one of {', '.join(PLACEMENTS)}"
         )
 
 
@@ -63,6 +76,7 @@ def create(ledger: Ledger, site: Site, name: str, request: ResourceRequest) -> d
     (a crash): finishes it; any other existing name is refused."""
     profile = site.profile
     check_site(profile)
+    check_request(request, profile)
     record = ledger.find_lease(name)
     if record is None:
         remote_dir = site.lease_dir(name)

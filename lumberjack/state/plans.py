@@ -116,7 +116,7 @@ def check_pilots(request: ResourceRequest, profile: SiteProfile) -> None:
         raise BadInput(
             f"--pilots {request.pilots}: site {profile.name} runs the schedd inside the "
             'allocation ([schedd] placement = "allocation"), where one pilot at a time '
-            "holds the queue; export again with --pilots 1 (--nodes sets its size)"
+            "holds the queue; ask again with --pilots 1 (--nodes sets its size)"
         )
 
 

@@ -41,8 +41,8 @@ pytestmark = pytest.mark.integration
 #: reports the agent's failure (as when the SSH link drops mid-command).
 AGENT_POINTS = {p for p, what in POINTS.items() if what.startswith("(agent)")}
 EXPORT_POINTS = [p for p in POINTS if p.startswith("export.")]
-# The lease points are walked by test_site_leases.
-SITE_POINTS = [p for p in POINTS if not p.startswith(("export.", "lease."))]
+# The lease points are walked by test_site_leases, the joined ones by test_alloc_lease.
+SITE_POINTS = [p for p in POINTS if not p.startswith(("export.", "lease.", "joined."))]
 
 
 def run(*args: str, crash: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -17,8 +17,8 @@ from journey import (
     history,
     lumberjack,
     make_job_dir,
+    on_login_node,
     poll_status,
-    processes_of,
     site_path,
     site_run,
     submit,
@@ -32,26 +32,6 @@ from lumberjack.state.ledger import Ledger
 pytestmark = pytest.mark.integration
 
 SITE = "testbed-alloc"
-
-
-def _in_batch_job(pid: int) -> bool:
-    """Whether a process descends from a slurmstepd (the testbed's compute nodes share
-    the login node's host: a pilot's processes are on it, but inside a batch job)."""
-    while pid > 1:
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "slurmstepd":
-                return True
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return True  # gone meanwhile: not left over
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-    return False
-
-
-def on_login_node(name: str) -> dict[int, str]:
-    """Processes of the export outside batch jobs: what the login node keeps running."""
-    found = processes_of(f"{SITE_BASE}/{name}")
-    return {pid: cmd for pid, cmd in found.items() if not _in_batch_job(pid)}
 
 
 def started_since(name: str, since: float) -> dict[str, int]:

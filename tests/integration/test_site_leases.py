@@ -99,10 +99,10 @@ def at_site(site):
             )
 
 
-def join(workspace: Path, lease: str, label: str) -> tuple[str, Path, dict, int]:
-    """Submit JOBS jobs of a few seconds, export them into the lease and ship them."""
+def join(workspace: Path, lease: str, label: str, seconds: int = 3) -> tuple[str, Path, dict, int]:
+    """Submit JOBS jobs of `seconds` each, export them into the lease and ship them."""
     job_dir = make_job_dir(workspace, f"job-{label}")
-    cluster = submit(job_dir, JOBS, arguments="$(Process) $(code) 3")
+    cluster = submit(job_dir, JOBS, arguments=f"$(Process) $(code) {seconds}")
     before = tree(job_dir)
     name = unique(label)
     exported = last_json(

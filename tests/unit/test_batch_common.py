@@ -79,7 +79,7 @@ EXPECTED_SCRIPTS = sorted(
     + [f"node-{name}.sh" for name in SYSTEMS]
     + [
         f"node-{alloc}slurm-{runtime}.sh"
-        for alloc in ("", "alloc-")
+        for alloc in ("", "alloc-", "alloc-lease-")
         for runtime in ("apptainer", "none", "podman-hpc", "singularity")
     ]  # fmt: skip
 )
@@ -187,7 +187,8 @@ def test_submit_and_cancel_commands_come_from_the_class(name: str) -> None:
 def test_a_template_takes_exactly_its_placeholders() -> None:
     from lumberjack.site.templating import render
 
-    values = {"run_env": "LJ_HEAD_RUN", "startds": "condor_status", "retire_poll_s": 5}
+    values = {"run_env": "LJ_HEAD_RUN", "startds": "condor_status", "retire_poll_s": 5,
+              "tick": "", "before_stop": ""}  # fmt: skip
     text = render("lumberjack.site", "templates/node-head-end.sh.tmpl", **values)
     assert 'rm -rf "$LJ_HEAD_RUN"' in text and "@{" not in text
     with pytest.raises(KeyError, match="has no placeholder bogus"):

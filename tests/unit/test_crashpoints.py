@@ -20,7 +20,17 @@ PACKAGE = Path(crashpoints.__file__).resolve().parents[1]
 def test_at_least_twenty_points_covering_every_step() -> None:
     assert len(POINTS) >= 20
     steps = {name.split(".")[0] for name in POINTS}
-    assert steps == {"export", "ship", "launch", "stop", "fetch", "import", "cleanup", "lease"}
+    assert steps == {
+        "export",
+        "ship",
+        "launch",
+        "stop",
+        "fetch",
+        "import",
+        "cleanup",
+        "lease",
+        "joined",
+    }
 
 
 def test_every_point_is_reached_from_the_code_exactly_once() -> None:

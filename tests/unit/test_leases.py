@@ -146,16 +146,18 @@ def test_cli_refuses_a_lease_not_found(ledger: Ledger, args: tuple[str, ...]) ->
     refused(invoke(*args), "no lease named 'nope'")
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("lease", "create", "calib", "--site", "testbed-alloc"),
-        ("export", "--ids", "7", "--lease", "calib", "--site", "testbed-alloc"),
-        ("run", "--ids", "7", "--lease", "calib", "--site", "testbed-alloc"),
-    ],
-)
-def test_cli_refuses_leases_at_allocation_placement(ledger: Ledger, args) -> None:
-    refused(invoke(*args), 'placement = "allocation"')
+def test_cli_takes_leases_at_allocation_placement_with_one_pilot(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease's head node runs its pool in the allocation: one round of one pilot at
+    a time (two heads would run two schedds on one queue)."""
+    monkeypatch.setenv("LUMBERJACK_TESTBED_DIR", str(tmp_path))
+    result = invoke("lease", "create", "calib", "--site", "testbed-alloc", "--nodes", "2",
+                    "--dry-run")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "would create lease 'calib' at testbed-alloc" in result.output
+    refused(invoke("lease", "create", "calib", "--site", "testbed-alloc", "--pilots", "2"),
+            "--pilots 2: site testbed-alloc runs the schedd inside the allocation")  # fmt: skip
     assert ledger.leases() == []
 
 

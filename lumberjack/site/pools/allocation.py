@@ -38,11 +38,19 @@ class AllocationPool(Pool):
         plan = replace(self.need_plan(), address=login_address(), port=1)
         return replace(self.settings_of(plan), port=0)
 
+    def head_config(self, settings: PoolSettings) -> str:
+        """The config the head node runs its pool with."""
+        return remote_pool.head_config(settings)
+
+    def head_options(self) -> dict[str, str]:
+        """More of allocation_node_script's options (a lease's head differs)."""
+        return {}
+
     def write_pilot_files(self, settings: PoolSettings) -> None:
         plan = self.need_plan()
         layout, spec = self.layout, plan.spec
         make_local_dirs(layout, "log", "execute")
-        Path(layout.pool_config).write_text(remote_pool.head_config(settings))
+        Path(layout.pool_config).write_text(self.head_config(settings))
         tokens = Path(layout.pilot_tokens)
         tokens.mkdir(parents=True, exist_ok=True)
         os.chmod(tokens, 0o700)
@@ -51,7 +59,7 @@ class AllocationPool(Pool):
             settings, batch=self.batch, cores=spec.cores_per_node,
             memory_mb=spec.memory_per_node_mb, walltime_s=spec.walltime_s,
             retire_s=spec.retire_s, login_address=settings.address,
-            token_lifetime_s=plan.token_lifetime_s,
+            token_lifetime_s=plan.token_lifetime_s, **self.head_options(),
         )  # fmt: skip
         self.write_node_script(node)
         os.chmod(layout.node_script, 0o755)
@@ -75,7 +83,7 @@ class AllocationPool(Pool):
         pilots: while one lives it holds the pool; `known` and `masters` are not needed."""
         counts = job_counts(self.layout)
         try:
-            states = self.pilot_states()
+            states = Pool(self.pilot_holder, self.plan).pilot_states()
             pilots = {k: str(v) for k, v in states.items()}
             held = any(state in ALIVE for state in states.values())
         except BatchError as exc:

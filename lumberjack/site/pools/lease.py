@@ -9,7 +9,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lumberjack.core.contract import ALIVE
 from lumberjack.core.crashpoints import crash_point
@@ -18,6 +18,7 @@ from lumberjack.site.batch import BatchError
 from lumberjack.site.files import AgentError, make_private
 from lumberjack.site.pools.base import Pool
 from lumberjack.site.processes import pool_processes
+from lumberjack.site.remote_pool import PoolSettings
 
 _AD_ATTRS = {"name": "Name", "state": "State", "activity": "Activity",
              "idle": "TotalIdleJobs", "running": "TotalRunningJobs"}  # fmt: skip
@@ -34,12 +35,26 @@ class LeasePool(Pool):
         self.prepare()
         settings = self.settings()
         Path(self.layout.spool).mkdir(parents=True, exist_ok=True)  # the accountant's log
-        ready = Path(self.layout.pool_local, "log", ".collector_address")
-        pool = self.start_pool(settings, config=remote_pool.lease_config(settings), ready=ready)
+        pool = self.start_central_manager(settings)
         make_private(self.layout.root)
         crash_point("lease.after-pool")
-        pilots = self.submit_pilots(settings, waiting=lambda: 1)
+        pilots = self.submit_round(settings)
         return {"pool": pool, "pilots": pilots}
+
+    def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
+        """Collector + negotiator on the login node."""
+        ready = Path(self.layout.pool_local, "log", ".collector_address")
+        return self.start_pool(settings, config=remote_pool.lease_config(settings), ready=ready)
+
+    def stop_central_manager(self) -> None:
+        self.stop_pool()
+        self.wait_gone(None)
+
+    def submit_round(
+        self, settings: PoolSettings, waiting: Callable[[], int] = lambda: 1
+    ) -> dict[str, Any]:
+        """A round of pilots unless one is queued or running (`waiting`: the idle jobs)."""
+        return self.submit_pilots(settings, waiting=waiting)
 
     def extend(self) -> dict[str, Any]:
         """One more round of pilots (launch.json's count), whatever is alive."""
@@ -83,6 +98,5 @@ class LeasePool(Pool):
         cancelled = self.cancel_pilots()
         self.wait_pilots_gone("the lease's pool keeps running")
         crash_point("lease.after-pilots-gone")
-        self.stop_pool()
-        self.wait_gone(None)
+        self.stop_central_manager()
         return {"cancelled_pilots": cancelled, "pool_stopped": True}

@@ -1,0 +1,108 @@
+"""An export joined to a lease with schedd placement "allocation": nothing of it runs on
+the login node. `launch` places the queue, writes the schedd's config and start script
+and a join request in the lease's `joined/`; the head node of the lease's running round
+(and of every later one) starts the schedd there, SPOOL on the shared filesystem.
+`stop` writes a release request and waits (bounded) for the head's acknowledgement,
+after which no schedd holds the spool and `fetch` may copy it.
+
+Stdlib only: this module runs at the site, inside the agent's zipapp.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lumberjack.core.crashpoints import crash_point
+from lumberjack.site import gather_logs, remote_pool
+from lumberjack.site.files import AgentError, make_private, read_plan
+from lumberjack.site.job_queue import job_counts, place_queue
+from lumberjack.site.pools.allocation import AllocationPool, resumable
+from lumberjack.site.pools.base import Pool, login_address, make_local_dirs
+from lumberjack.site.pools.joined import JoinedPool
+from lumberjack.site.pools.lease_alloc import HOLDING, AllocationLeasePool
+from lumberjack.site.remote_pool import PoolSettings
+
+#: How long `stop` waits for the head to stop the schedd and acknowledge.
+RELEASE_TIMEOUT_S = 300
+
+
+class JoinedAllocationPool(JoinedPool, AllocationPool):
+    """A schedd the lease's head node runs; its status is AllocationPool's (the log's)."""
+
+    def lease(self) -> AllocationLeasePool:
+        lease = self.pilot_holder
+        plan = read_plan(lease)
+        if plan is None or not Path(lease.joined).is_dir():
+            raise AgentError(
+                f"{lease.name} does not run at the site; see `condor_lumberjack lease status`"
+            )
+        return AllocationLeasePool(lease, plan)
+
+    def settings(self) -> PoolSettings:
+        """The export's own, in the lease's trust domain; the address is the head's."""
+        plan = replace(self.need_plan(), address=login_address(), port=1)
+        domain = self.lease().settings().trust_domain
+        return replace(self.settings_of(plan), port=0, domain=domain)
+
+    def request(self) -> Path:
+        return Path(self.pilot_holder.joined, self.layout.name)
+
+    def launch(self) -> dict[str, Any]:
+        """Queue, config and join request in place; a round of the lease's pilots when
+        none is alive and jobs wait."""
+        lease = self.lease()
+        if Path(f"{self.request()}~release").exists():
+            raise AgentError(f"{self.layout.name} has left {lease.layout.name}; fetch it")
+        self.prepare()
+        settings = self.settings()
+        placed_now = place_queue(self.layout, settings.site_user, settings.trust_domain)
+        crash_point("joined.after-place")
+        make_local_dirs(self.layout, "log", "execute")
+        config = remote_pool.joined_alloc_schedd_config(settings, lease.layout)
+        Path(self.layout.pool_config).write_text(config)
+        Path(self.layout.schedd_script).write_text(remote_pool.schedd_script(settings))
+        os.chmod(self.layout.schedd_script, 0o700)
+        make_private(self.layout.root)
+        write_atomically(self.request(), self.layout.root + "\n")
+        pilots = lease.submit_round(
+            lease.settings(), waiting=lambda: resumable(job_counts(self.layout))
+        )
+        return {"place": placed_now, "pool": {"started": False, "placement": "allocation"},
+                "pilots": pilots, "lease": lease.layout.name}  # fmt: skip
+
+    def stop(self) -> dict[str, Any]:
+        """Ask the head to stop the schedd; wait for its acknowledgement while a round
+        runs (a round that starts later never starts a released schedd)."""
+        released = False
+        if Path(self.pilot_holder.joined).is_dir():
+            write_atomically(Path(f"{self.request()}~release"), "")
+            crash_point("joined.after-release-request")
+            released = self.wait_released()
+        return {"stopped_schedd": released, "cancelled_pilots": [],
+                "logs": gather_logs.gather_safely(self.layout.root, self.plan)}  # fmt: skip
+
+    def wait_released(self) -> bool:
+        """True once the head acknowledged; False when no round runs (nothing to stop)."""
+        ack = Path(f"{self.request()}~released")
+        lease = Pool(self.pilot_holder, self.plan)
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        while not ack.exists():
+            if not any(state in HOLDING for state in lease.pilot_states().values()):
+                return False
+            if time.monotonic() > deadline:
+                raise AgentError(
+                    f"the head of {self.pilot_holder.name} did not release the schedd of "
+                    f"{self.layout.name} in {RELEASE_TIMEOUT_S} s; the spool is not final yet"
+                )
+            time.sleep(1)
+        return True
+
+
+def write_atomically(path: Path, text: str) -> None:
+    new = path.with_name(path.name + "~new")
+    new.write_text(text)
+    new.replace(path)
