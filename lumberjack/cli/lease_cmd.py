@@ -63,7 +63,8 @@ def _site(record: LeaseRecord) -> Any:
 @click.option("--owner", help="Whose lease it is (root only; default: who runs this).")
 @click.option(
     "--share-with", metavar="USER[,USER...]",
-    help="Local users whose jobs may join it too, each in an export of its own.",
+    help="Local users whose jobs may join it too, each in exports of their own "
+    "(default: nobody).",
 )  # fmt: skip
 @request_options
 @dry_run_option
@@ -90,7 +91,7 @@ def create_command(
       condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 \\
           --allocation abc123456 --dry-run
       condor_lumberjack lease create group --site anvil --nodes 4 --walltime 4h \\
-          --owner alice --share-with bob,carol      # as root, for alice's group
+          --allocation abc123456 --owner alice --share-with bob,carol   # root, for a group
     """
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile
@@ -178,8 +179,12 @@ def _accounting_lines(exports: list[dict[str, Any]]) -> list[str]:
 
 @lease_group.command("share")
 @click.argument("name")
-@click.option("--add", metavar="USER[,USER...]", help="Local users whose jobs may join too.")
-@click.option("--remove", metavar="USER[,USER...]", help="Users whose jobs may join no more.")
+@click.option(
+    "--add", metavar="USER[,USER...]", help="Local users whose jobs may join too (default: none)."
+)
+@click.option(
+    "--remove", metavar="USER[,USER...]", help="Users whose jobs may join no more (default: none)."
+)
 @json_option
 def share_command(name: str, add: str | None, remove: str | None, as_json: bool) -> None:
     """Change whose jobs may join the lease (its owner or root). Exports that joined

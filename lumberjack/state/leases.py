@@ -363,6 +363,7 @@ def _export_owner(
     from lumberjack.state import site_export
 
     try:
+        record.check_may_join([owner])  # before any connection (prepare checks it too)
         if record.site not in sites:
             sites[record.site] = Site(find_profile(record.site), hold=hold)
         name = export_mod.default_name(record.name, taken=lambda n: ledger.find(n) is not None)

@@ -646,3 +646,57 @@ def test_lease_status_keeps_only_numbers_of_known_exports(ledger: Ledger) -> Non
     assert leases._joined(ledger, "calib", "not a dict")[0] == {
         "name": "a", "phase": "running", "owner": "alice",
     }  # fmt: skip
+
+
+def test_the_lease_pool_accounts_per_joined_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What lease-status reports per export from the collector's schedd ads and the
+    accountant's records (words, "undefined" where none yet)."""
+    from lumberjack.site.pools import lease as lease_pool
+
+    accounting = [
+        {"name": "hpcuser@lumberjack-run-1", "usage": "120.5", "weighted": "241",
+         "in_use": "2"},
+        {"name": "hpcuser@lumberjack-gone", "usage": "60", "weighted": "undefined",
+         "in_use": "0"},
+        {"name": "<none>hpcuser@hpc-login", "usage": "9", "weighted": "9", "in_use": "9"},
+    ]  # fmt: skip
+    pool = lease_pool.LeasePool(LEASE, None)
+    monkeypatch.setattr(pool, "usage", lambda: accounting)
+    schedds = [{"name": "run-1@lumberjack-run-1", "idle": "3", "running": "2"},
+               {"name": "odd", "idle": "1", "running": "1"}]  # fmt: skip
+    assert pool.accounting(schedds) == {
+        "run-1": {"idle": 3, "running": 2, "usage_s": 120.5, "weighted_usage_s": 241,
+                  "slots_in_use": 2},
+        "gone": {"idle": 0, "running": 0, "usage_s": 60, "weighted_usage_s": 0,
+                 "slots_in_use": 0},
+    }  # fmt: skip
+    assert lease_pool.export_of("hpcuser@lumberjack-run-1") == "run-1"
+    assert lease_pool.export_of("slot1@pilot-4-c1@hpc-login") == ""
+
+
+def test_sync_exports_no_opted_in_jobs_of_an_owner_not_on_the_list(ledger: Ledger) -> None:
+    """One entry per owner; carol's clusters stay in the queue with a one-line error,
+    and nothing is exported or recorded for her."""
+    shared_lease(ledger, "alice", ["bob"])
+    ledger.move_lease("calib", "create")
+    queue = Queue(job(5, 0, Owner="carol"), job(6, 0, Owner="carol"))
+    results = leases.export_opted_in(ledger, queue, sites={})
+    assert [(r["owner"], r["exit_code"]) for r in results] == [("carol", 2)]
+    assert "carol may not join" in results[0]["error"] and "\n" not in results[0]["error"]
+    assert "export" not in results[0] and ledger.list() == []
+
+
+def test_the_accountants_records_are_read_by_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lumberjack.site.pools import lease as lease_pool
+
+    long_form = (
+        'LastUpdate = 1795704000\nName1 = "hpcuser@lumberjack-run-1"\nPriority1 = 500.0\n'
+        "AccumulatedUsage1 = 42.5\nResourcesUsed1 = 1\nWeightedAccumulatedUsage1 = 85.0\n"
+        'Name2 = "<none>"\nAccumulatedUsage2 = 42.5\nNumSubmittors = 2\n'
+    )
+    pool = lease_pool.LeasePool(LEASE, None)
+    monkeypatch.setattr(pool, "in_pool", lambda *command: long_form)
+    assert pool.usage() == [
+        {"name": "hpcuser@lumberjack-run-1", "usage": "42.5", "weighted": "85.0", "in_use": "1"},
+        {"name": "<none>", "usage": "42.5", "weighted": "", "in_use": ""},
+    ]

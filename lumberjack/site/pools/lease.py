@@ -8,6 +8,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +78,15 @@ class LeasePool(Pool):
         """Per joined export (its schedd `X@lumberjack-X`, its submitter
         `<site account>@lumberjack-X`): its jobs idle and running as its schedd
         advertises them, and the lease's accountant's usage (slot-seconds, and weighted
-        by cores) and slots in use, which stay after the export came home."""
+        by cores) and slots in use, which stay after the export came home (the
+        negotiator's, through condor_userprio)."""
         per: dict[str, dict[str, Any]] = {}
         for ad in schedds:
             export = export_of(ad["name"])
             if export:
                 jobs = {k: _number(ad[k]) for k in ("idle", "running")}
                 per.setdefault(export, _no_usage()).update(jobs)
-        for ad in self.ads("-accounting", "name", "usage", "weighted", "in_use"):
+        for ad in self.usage():
             export = export_of(ad["name"])
             if export:
                 entry = per.setdefault(export, {"idle": 0, "running": 0, **_no_usage()})
@@ -92,6 +94,19 @@ class LeasePool(Pool):
                 entry["weighted_usage_s"] += _number(ad["weighted"])
                 entry["slots_in_use"] += _number(ad["in_use"])
         return per
+
+    def usage(self) -> list[dict[str, str]]:
+        """The accountant's record of every submitter (condor_userprio -l: one ad whose
+        attributes end in the submitter's index, Name1, AccumulatedUsage1, ...)."""
+        by_index: dict[str, dict[str, str]] = {}
+        for line in self.in_pool("condor_userprio", "-allusers", "-l").splitlines():
+            key, sep, value = line.partition(" = ")
+            found = re.fullmatch(r"([A-Za-z]+?)(\d+)", key.strip())
+            if sep and found:
+                by_index.setdefault(found[2], {})[found[1]] = value.strip().strip('"')
+        return [{"name": ad.get("Name", ""), "usage": ad.get("AccumulatedUsage", ""),
+                 "weighted": ad.get("WeightedAccumulatedUsage", ""),
+                 "in_use": ad.get("ResourcesUsed", "")} for ad in by_index.values()]  # fmt: skip
 
     def ads(self, kind: str | None, *keys: str) -> list[dict[str, str]]:
         """The lease's collector's ads of `kind` (None: slots), each as {key: value}."""
