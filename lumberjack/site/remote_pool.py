@@ -364,6 +364,9 @@ def lease_config(settings: PoolSettings) -> str:
     return pool_config(settings, title=title) + (
         "# A lease: collector and negotiator only; each joined export runs its own schedd.\n"
         "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+        "# The negotiator's ad within CLASSAD_LIFETIME: joined schedds and condor_userprio\n"
+        "# (lease status's accounting) find the negotiator through it.\n"
+        "NEGOTIATOR_UPDATE_INTERVAL = 20\n"
         "# Joined exports keep their own trust domains; their schedds advertise here with a\n"
         f"# token of this lease's key ({JOINED_PREFIX}<export>@<this domain>), never by FS.\n"
         "SEC_ADVERTISE_SCHEDD_AUTHENTICATION_METHODS = IDTOKENS\n"
@@ -439,8 +442,8 @@ def joined_schedd_config(settings: PoolSettings, lease_domain: str) -> str:
         "USE_SHARED_PORT = FALSE\n"
         "SEC_NEGOTIATOR_AUTHENTICATION_METHODS = IDTOKENS\n"
         f"ALLOW_NEGOTIATOR = {negotiator}\n"
-        "# To the lease's collector only with its token (tokens.d/lease): a session made by\n"
-        "# FS for a query would not do for the ads, which the collector takes by token only.\n"
+        "# The schedd and its master reach the lease's collector with their token only\n"
+        "# (tokens.d/lease): the collector always knows them by that identity.\n"
         "SCHEDD.SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS\n"
         "MASTER.SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS\n"
     )

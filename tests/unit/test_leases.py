@@ -686,17 +686,37 @@ def test_sync_exports_no_opted_in_jobs_of_an_owner_not_on_the_list(ledger: Ledge
     assert "export" not in results[0] and ledger.list() == []
 
 
-def test_the_accountants_records_are_read_by_index(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_accountants_records_are_read_one_ad_each(monkeypatch: pytest.MonkeyPatch) -> None:
     from lumberjack.site.pools import lease as lease_pool
 
+    # As HTCondor 25 prints it (some attributes left out).
     long_form = (
-        'LastUpdate = 1795704000\nName1 = "hpcuser@lumberjack-run-1"\nPriority1 = 500.0\n'
-        "AccumulatedUsage1 = 42.5\nResourcesUsed1 = 1\nWeightedAccumulatedUsage1 = 85.0\n"
-        'Name2 = "<none>"\nAccumulatedUsage2 = 42.5\nNumSubmittors = 2\n'
+        'AccountingGroup = "<none>"\nAccumulatedUsage = 86.0\nIsAccountingGroup = false\n'
+        'Name = "hpcuser@lumberjack-run-1"\nPriority = 500.172\nResourcesUsed = 1\n'
+        "WeightedAccumulatedUsage = 88.0\n\n"
+        'AccumulatedUsage = 104.0\nIsAccountingGroup = true\nName = "<none>"\n\n'
     )
     pool = lease_pool.LeasePool(LEASE, None)
     monkeypatch.setattr(pool, "in_pool", lambda *command: long_form)
     assert pool.usage() == [
-        {"name": "hpcuser@lumberjack-run-1", "usage": "42.5", "weighted": "85.0", "in_use": "1"},
-        {"name": "<none>", "usage": "42.5", "weighted": "", "in_use": ""},
+        {"name": "hpcuser@lumberjack-run-1", "usage": "86.0", "weighted": "88.0", "in_use": "1"},
+        {"name": "<none>", "usage": "104.0", "weighted": "", "in_use": ""},
     ]
+
+
+def test_lease_status_text_names_owners_and_usage() -> None:
+    from lumberjack.cli import lease_cmd
+
+    assert lease_cmd._members({"owner": "alice", "share_with": ["bob"]}) == (
+        "alice, shared with bob"
+    )
+    assert lease_cmd._members({"owner": None}).startswith("anyone")
+    used = {"idle": 1, "running": 2, "usage_s": 120.5, "weighted_usage_s": 241,
+            "slots_in_use": 2}  # fmt: skip
+    assert lease_cmd._accounting_lines([
+        {"name": "a", "phase": "running", "owner": "alice", "accounting": used},
+        {"name": "b", "phase": "shipped", "owner": "bob"},
+    ]) == [
+        "a (running, alice): 2 running, 1 idle, 120.5 slot-s used (241 core-s)",
+        "b (shipped, bob)",
+    ]  # fmt: skip

@@ -8,7 +8,6 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,7 @@ from lumberjack.site.pools.base import Pool
 from lumberjack.site.processes import pool_processes
 
 _AD_ATTRS = {"name": "Name", "state": "State", "activity": "Activity",
-             "idle": "TotalIdleJobs", "running": "TotalRunningJobs",
-             "usage": "AccumulatedUsage", "weighted": "WeightedAccumulatedUsage",
-             "in_use": "ResourcesUsed"}  # fmt: skip
+             "idle": "TotalIdleJobs", "running": "TotalRunningJobs"}  # fmt: skip
 
 
 class LeasePool(Pool):
@@ -96,17 +93,18 @@ class LeasePool(Pool):
         return per
 
     def usage(self) -> list[dict[str, str]]:
-        """The accountant's record of every submitter (condor_userprio -l: one ad whose
-        attributes end in the submitter's index, Name1, AccumulatedUsage1, ...)."""
-        by_index: dict[str, dict[str, str]] = {}
+        """The accountant's record of every submitter and group, from the negotiator
+        (condor_userprio -l: one ad each, a blank line between them)."""
+        records: list[dict[str, str]] = [{}]
         for line in self.in_pool("condor_userprio", "-allusers", "-l").splitlines():
             key, sep, value = line.partition(" = ")
-            found = re.fullmatch(r"([A-Za-z]+?)(\d+)", key.strip())
-            if sep and found:
-                by_index.setdefault(found[2], {})[found[1]] = value.strip().strip('"')
+            if not line.strip():
+                records.append({})
+            elif sep:
+                records[-1][key.strip()] = value.strip().strip('"')
         return [{"name": ad.get("Name", ""), "usage": ad.get("AccumulatedUsage", ""),
                  "weighted": ad.get("WeightedAccumulatedUsage", ""),
-                 "in_use": ad.get("ResourcesUsed", "")} for ad in by_index.values()]  # fmt: skip
+                 "in_use": ad.get("ResourcesUsed", "")} for ad in records if ad]  # fmt: skip
 
     def ads(self, kind: str | None, *keys: str) -> list[dict[str, str]]:
         """The lease's collector's ads of `kind` (None: slots), each as {key: value}."""
