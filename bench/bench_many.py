@@ -357,7 +357,8 @@ def run_mode(work: Path, mode: str, count: int) -> dict:
         if job.lease:
             job.command("lease create", "lease", "create", job.lease, "--site", SITE,
                         "--nodes", "3", "--cores", "2", "--pilots", "3", "--walltime", "20m",
-                        "--idle-shutdown", "5m", "--json")  # fmt: skip
+                        "--idle-shutdown", "5m", "--owner", testbed.SUBMITTER,
+                        "--json")  # fmt: skip
         submit_and_export(job)
         outcome = drive(job)
         seconds = time.perf_counter() - job.started

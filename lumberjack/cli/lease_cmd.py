@@ -1,5 +1,5 @@
-"""`lease create|status|extend|shutdown` and `leases`: a central manager and pilots at a
-site that exports join with `export --lease NAME` (see state/leases.py)."""
+"""`lease create|status|share|extend|shutdown` and `leases`: a central manager and pilots
+at a site that exports join with `export --lease NAME` (see state/leases.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ dry_run_option = click.option(
 def lease_group() -> None:
     """A lease: a remote pool's collector + negotiator and its pilots at one site, for
     their walltime; exports join it with `export --lease NAME` and leave it when fetched.
+
+    A lease is its owner's; only the owner's jobs join it, and those of the local users
+    it is shared with (`--share-with`, `lease share`). Each export keeps its own schedd
+    and trust domain at the site: sharing the pilots shares no jobs.
 
     \b
     Examples:
@@ -56,20 +60,38 @@ def _site(record: LeaseRecord) -> Any:
 @lease_group.command("create")
 @click.argument("name")
 @click.option("--site", required=True, help="Site profile the lease runs at (see `sites list`).")
+@click.option("--owner", help="Whose lease it is (root only; default: who runs this).")
+@click.option(
+    "--share-with", metavar="USER[,USER...]",
+    help="Local users whose jobs may join it too, each in exports of their own "
+    "(default: nobody).",
+)  # fmt: skip
 @request_options
 @dry_run_option
 @json_option
-def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: Any) -> None:
+def create_command(
+    name: str,
+    site: str,
+    owner: str | None,
+    share_with: str | None,
+    dry_run: bool,
+    as_json: bool,
+    **flags: Any,
+) -> None:
     """Start a lease's central manager at SITE and submit its pilots at once: they wait
     in the batch queue while jobs are exported and shipped. Each pilot's nodes end after
     --idle-shutdown without a job; the lease ends when its pilots are gone and no export
-    in it waits (`sync`), or with `lease shutdown`.
+    in it waits (`sync`), or with `lease shutdown`. Only the owner's jobs join it, and
+    those of the users it is shared with; each export keeps its own schedd and trust
+    domain at the site, so one user's export cannot see or touch another's jobs.
 
     \b
     Examples:
       condor_lumberjack lease create calib --site testbed --nodes 2 --walltime 30m
       condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 \\
           --allocation abc123456 --dry-run
+      condor_lumberjack lease create group --site anvil --nodes 4 --walltime 4h \\
+          --allocation abc123456 --owner alice --share-with bob,carol   # root, for a group
     """
     from lumberjack.profiles.request import report_dict, report_lines
     from lumberjack.profiles.sites import find_profile
@@ -79,6 +101,7 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
     check_name(name, "lease")
     profile = find_profile(site)
     leases.check_site(profile)
+    shared = leases.sharing(owner, share_with)
     request = request_from_options(profile, **flags)
     leases.check_request(request, profile)
     ledger = Ledger()
@@ -90,16 +113,18 @@ def create_command(name: str, site: str, dry_run: bool, as_json: bool, **flags: 
         )
     report = report_lines(request, profile)
     if dry_run:
-        emit(as_json, {"ok": True, "dry_run": True, "name": name, "site": site,
+        emit(as_json, {"ok": True, "dry_run": True, "name": name, "site": site, **shared,
                        "request": report_dict(request, profile)},
-             f"would create lease {name!r} at {site}\n" + "\n".join(report))  # fmt: skip
+             f"would create lease {name!r} at {site} for {_members(shared)}\n"
+             + "\n".join(report))  # fmt: skip
         return
     with ledger.lock(lease_key(name)), Site(profile) as connection:
-        result = leases.create(ledger, connection, name, request)
+        result = leases.create(ledger, connection, name, request, shared)
     record = ledger.get_lease(name)
     pilots = result.get("pilots", {}).get("submitted", [])
     emit(as_json, {"ok": True, **record.to_json(), **result},
          f"lease {name!r} at {site} is {record.phase}: pilots {', '.join(pilots) or 'none new'}\n"
+         f"  for {_members(shared)}\n"
          + "\n".join(report)
          + f"\nnext: condor_lumberjack export ... --lease {name}")  # fmt: skip
 
@@ -123,10 +148,66 @@ def status_command(name: str, as_json: bool) -> None:
     pilots = ", ".join(f"{j} {s}" for j, s in answer.get("pilots", {}).items()) or "none"
     startds = answer.get("startds", [])
     busy = sum(1 for s in startds if s.get("state") == "Claimed")
-    exports = ", ".join(f"{e['name']} ({e['phase']})" for e in answer["exports"]) or "none"
+    lines = [f"    {line}" for line in _accounting_lines(answer["exports"])] or ["    none"]
     emit(as_json, {"ok": True, **record.to_json(), **answer},
-         f"lease {name}: {record.phase} at {record.site}\n  pilots:  {pilots}\n"
-         f"  startds: {len(startds)} ({busy} claimed)\n  exports: {exports}")  # fmt: skip
+         f"lease {name}: {record.phase} at {record.site}\n"
+         f"  for:     {_members(record.to_json())}\n  pilots:  {pilots}\n"
+         f"  startds: {len(startds)} ({busy} claimed)\n  exports:\n"
+         + "\n".join(lines))  # fmt: skip
+
+
+def _members(shared: dict[str, Any]) -> str:
+    if shared.get("owner") is None:
+        return "anyone (recorded before leases had owners)"
+    others = ", ".join(shared.get("share_with") or []) or "nobody"
+    return f"{shared['owner']}, shared with {others}"
+
+
+def _accounting_lines(exports: list[dict[str, Any]]) -> list[str]:
+    """One line per joined export: its owner, phase and what the lease's pool counts."""
+    lines = []
+    for e in exports:
+        line = f"{e['name']} ({e['phase']}, {e.get('owner') or '?'})"
+        used = e.get("accounting")
+        if used:
+            line += (
+                f": {used['running']} running, {used['idle']} idle, "
+                f"{used['usage_s']} slot-s used ({used['weighted_usage_s']} core-s)"
+            )
+        lines.append(line)
+    return lines
+
+
+@lease_group.command("share")
+@click.argument("name")
+@click.option(
+    "--add", metavar="USER[,USER...]", help="Local users whose jobs may join too (default: none)."
+)
+@click.option(
+    "--remove", metavar="USER[,USER...]", help="Users whose jobs may join no more (default: none)."
+)
+@json_option
+def share_command(name: str, add: str | None, remove: str | None, as_json: bool) -> None:
+    """Change whose jobs may join the lease (its owner or root). Exports that joined
+    already stay until they are fetched.
+
+    \b
+    Examples:
+      condor_lumberjack lease share calib --add bob,carol
+      condor_lumberjack lease share calib --remove carol
+    """
+    from lumberjack.state import leases
+
+    if not add and not remove:
+        raise BadInput("give --add USER or --remove USER")
+    ledger = Ledger()
+    record = ledger.get_lease(name)
+    if record.phase == LeasePhase.ENDED:
+        raise BadInput(f"lease {name!r} has ended; nothing to share")
+    with ledger.lock(lease_key(name)):
+        result = leases.share(ledger, record.name, add, remove)
+    emit(as_json, {"ok": True, "name": name, **result},
+         f"lease {name}: for {_members(result)}")  # fmt: skip
 
 
 @lease_group.command("extend")

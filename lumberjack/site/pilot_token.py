@@ -33,24 +33,41 @@ def claims(token: str) -> dict[str, Any]:
     return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 
 
-def mint(layout: ExportLayout, settings: PoolSettings, lifetime_s: int) -> None:
-    """A new pilots' token in tokens.d (0700), written 0600 and moved into place whole."""
-    tokens = Path(layout.pilot_tokens)
-    tokens.mkdir(parents=True, exist_ok=True)
-    os.chmod(tokens, 0o700)
+def create(
+    settings: PoolSettings,
+    config: str,
+    identity: str,
+    authz: tuple[str, ...],
+    lifetime_s: int | None = None,
+) -> str:
+    """An IDTOKEN for `identity` limited to `authz`, signed with the key of the pool
+    whose condor_config is `config` (its trust domain the issuer)."""
+    lifetime = ["-lifetime", str(int(lifetime_s))] if lifetime_s is not None else []
     code, output = settings.runtime.run_in_pool(
-        layout.pool_config, "condor_token_create", "-identity", settings.pilot_identity,
-        "-lifetime", str(int(lifetime_s)),
-        *[arg for authz in PILOT_AUTHZ for arg in ("-authz", authz)],
+        config, "condor_token_create", "-identity", identity, *lifetime,
+        *[arg for scope in authz for arg in ("-authz", scope)],
     )  # fmt: skip
     lines = output.strip().splitlines()
     if code != 0 or not lines:
         raise RuntimeError(f"condor_token_create failed: {lines[-1] if lines else 'no output'}")
-    partial = tokens / ".pilot.new"
+    return lines[-1]
+
+
+def write(path: Path, token: str) -> None:
+    """`token` at `path` (its directory 0700), written 0600 and moved into place whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    partial = path.with_name(f".{path.name}.new")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write(lines[-1] + "\n")
-    os.replace(partial, token_file(layout))
+        out.write(token + "\n")
+    os.replace(partial, path)
+
+
+def mint(layout: ExportLayout, settings: PoolSettings, lifetime_s: int) -> None:
+    """A new pilots' token in tokens.d (0700), written 0600 and moved into place whole."""
+    token = create(settings, layout.pool_config, settings.pilot_identity, PILOT_AUTHZ, lifetime_s)
+    write(token_file(layout), token)
 
 
 def stale(layout: ExportLayout, plan: LaunchPlan, now: float | None = None) -> bool:

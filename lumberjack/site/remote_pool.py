@@ -36,6 +36,8 @@ from lumberjack.site.templating import render
 
 #: The directory of this module's template files (package data, shipped in the zipapp).
 TEMPLATES = "templates"
+#: An export's (or lease's) own trust domain: this and its name.
+DOMAIN_PREFIX = "lumberjack-"
 #: Identity the pilots' token carries (`pilot@<trust domain>`).
 PILOT_IDENTITY = "pilot"
 #: Authorizations the pilots' token is limited to: what a startd and its master send
@@ -63,7 +65,7 @@ class PoolSettings:
     max_running_jobs: int | None = None  # the site's policy cap (None: HTCondor's default)
     runtime_name: str = "apptainer"  # [container] runtime (see runtime.py)
     release: str = ""  # runtime "none": the unpacked HTCondor release at the site
-    domain: str = ""  # a joined export's: its lease's trust domain (see joined_schedd_config)
+    domain: str = ""  # the trust domain, when not the export's own (DOMAIN_PREFIX + name)
     gpus: int = 0  # GPUs per node the pilots ask for (see gpus.py)
     gpu_vendor: str = ""  # the queue's gpu_vendor: nvidia, amd or intel
     gpu_model: str = ""  # the queue's gpu_model
@@ -79,7 +81,7 @@ class PoolSettings:
     @property
     def trust_domain(self) -> str:
         # One trust domain per export (or lease): a token of one means nothing to another.
-        return self.domain or f"lumberjack-{self.layout.name}"
+        return self.domain or f"{DOMAIN_PREFIX}{self.layout.name}"
 
     @property
     def collector(self) -> str:
@@ -367,31 +369,97 @@ def allocation_node_script(
 
 
 def lease_config(settings: PoolSettings) -> str:
-    """condor_config of a lease's central manager: pool_config without a schedd."""
+    """condor_config of a lease's central manager: pool_config without a schedd, whose
+    collector takes the ads of joined exports' schedds (and masters) only with a token
+    of this lease's key, each for the export its identity names (COLLECTOR_REQUIREMENTS:
+    one export cannot overwrite another's ad)."""
     title = f"condor_lumberjack lease pool {settings.layout.name}"
+    joined = f"{JOINED_PREFIX}*@{settings.trust_domain}"
     return pool_config(settings, title=title) + (
         "# A lease: collector and negotiator only; each joined export runs its own schedd.\n"
         "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+        "# The negotiator's ad within CLASSAD_LIFETIME: joined schedds and condor_userprio\n"
+        "# (lease status's accounting) find the negotiator through it.\n"
+        "NEGOTIATOR_UPDATE_INTERVAL = 20\n"
+        "# Joined exports keep their own trust domains; their schedds advertise here with a\n"
+        f"# token of this lease's key ({JOINED_PREFIX}<export>@<this domain>), never by FS.\n"
+        "SEC_ADVERTISE_SCHEDD_AUTHENTICATION_METHODS = IDTOKENS\n"
+        "SEC_ADVERTISE_MASTER_AUTHENTICATION_METHODS = IDTOKENS\n"
+        f"ALLOW_READ = $(ALLOW_READ) {joined}\n"
+        f"ALLOW_ADVERTISE_SCHEDD = $(ALLOW_ADVERTISE_SCHEDD) {joined}\n"
+        f"ALLOW_ADVERTISE_MASTER = $(ALLOW_ADVERTISE_MASTER) {joined}\n"
+        f"COLLECTOR_REQUIREMENTS = {joined_ads_requirement(settings.trust_domain)}\n"
     )
 
 
-def joined_schedd_config(settings: PoolSettings, lease: ExportLayout) -> str:
+#: A joined schedd's identity at its lease's collector: `schedd-<export>@<lease domain>`.
+JOINED_PREFIX = "schedd-"
+#: What the token of a joined schedd (from the lease's key) allows: its schedd's and
+#: master's ads (submitter ads are schedd ads), and reading the collector.
+JOINED_SCHEDD_AUTHZ = ("ADVERTISE_SCHEDD", "ADVERTISE_MASTER", "READ")
+#: The lease negotiator's identity at a joined schedd (`negotiator@<export domain>`, a
+#: token of the export's key) and what it allows: negotiating, nothing else.
+NEGOTIATOR_IDENTITY = "negotiator"
+NEGOTIATOR_AUTHZ = ("NEGOTIATOR",)
+#: The file names of those tokens: in the export's pool (for its schedd) and in the
+#: lease's (for its negotiator, one per joined export).
+JOINED_TOKEN = "lease"
+NEGOTIATOR_TOKEN_PREFIX = "joined-"
+
+
+def joined_identity(export: str, lease_domain: str) -> str:
+    return f"{JOINED_PREFIX}{export}@{lease_domain}"
+
+
+def negotiator_token_name(export: str) -> str:
+    return f"{NEGOTIATOR_TOKEN_PREFIX}{export}"
+
+
+def joined_ads_requirement(lease_domain: str) -> str:
+    """A ClassAd expression: an ad sent as `schedd-X@<lease domain>` is a schedd,
+    submitter or master ad of export X's schedd (named `X@lumberjack-X`, see
+    PoolSettings); ads of any other identity (the lease's own daemons, its pilots) pass
+    as before. The collector evaluates it against the update (TARGET). No backslash:
+    the config file's reading would change it."""
+    who = 'ifThenElse(isString(TARGET.AuthenticatedIdentity), TARGET.AuthenticatedIdentity, "")'
+    start, end = len(JOINED_PREFIX), len(f"@{lease_domain}")
+    export = f"substr({who}, {start}, size({who}) - {start + end})"
+    own = f'strcat({export}, "@{DOMAIN_PREFIX}", {export})'
+    kind = "TARGET.MyType"
+    return (
+        f'(!regexp("^{JOINED_PREFIX}", {who})) || '
+        f'(({kind} == "Scheduler" || {kind} == "DaemonMaster") && TARGET.Name == {own}) || '
+        f'({kind} == "Submitter" && TARGET.ScheddName == {own})'
+    )
+
+
+def joined_schedd_config(settings: PoolSettings, lease_domain: str) -> str:
     """condor_config of a joined export's schedd: it reports to the lease's collector.
 
-    Trust: the schedd runs in the lease's trust domain with the lease's signing key (its
-    SEC_PASSWORD_DIRECTORY, read in place: the site account owns both directories, 0700).
-    Then the negotiator and the schedd know each other as condor@<the lease's domain>
-    (FS on one login node, self-made IDTOKENS across login nodes), and every pilot of the
-    lease accepts claims from every joined schedd, with no new token scope to mint or
-    revoke: the pilots' token stays the only one, READ + ADVERTISE_STARTD/MASTER.
-    `settings` must carry the lease's domain, address and port."""
-    if not settings.domain:
-        raise ValueError("a joined export's settings need the lease's trust domain")
+    Trust: like a flocking schedd, it stays in its own trust domain with its own
+    signing key (as a plain export's pool), so nothing of one joined export is good at
+    another's schedd. It advertises to the lease's collector with a token of the
+    lease's key (tokens.d/lease, JOINED_SCHEDD_AUTHZ); the lease's negotiator reaches it
+    with a token of this export's key (NEGOTIATOR_AUTHZ) and only that identity may
+    negotiate. Claims on the lease's startds go through the match's claim session
+    (SEC_ENABLE_MATCH_PASSWORD_AUTHENTICATION, on by default): the startds trust
+    nothing of this domain. `settings` carry the lease's address and port."""
+    if settings.domain:
+        raise ValueError("a joined export keeps its own trust domain")
+    negotiator = f"{NEGOTIATOR_IDENTITY}@{settings.trust_domain}"
     return pool_config(settings) + (
-        "# Joined to a lease: only a schedd here; collector and negotiator are the lease's.\n"
+        "# Joined to a lease: only a schedd here; collector and negotiator are the lease's\n"
+        f"# (trust domain {lease_domain}). Only the lease's negotiator, with a token of this\n"
+        "# export's key, may negotiate: never by FS, which any process of the site account\n"
+        "# passes.\n"
         "DAEMON_LIST = MASTER, SCHEDD\n"
         "USE_SHARED_PORT = FALSE\n"
-        f"SEC_PASSWORD_DIRECTORY = {lease.pool_local}/passwords.d\n"
+        "SEC_NEGOTIATOR_AUTHENTICATION_METHODS = IDTOKENS\n"
+        f"ALLOW_NEGOTIATOR = {negotiator}\n"
+        "# The schedd and its master reach the lease's collector with their token only\n"
+        "# (tokens.d/lease): the collector always knows them by that identity.\n"
+        "SCHEDD.SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS\n"
+        "MASTER.SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS\n"
     )
 
 

@@ -8,6 +8,11 @@ while jobs are exported and shipped. An export made with `--lease NAME` keeps it
 schedd and spool but no central manager or pilots of its own (see agent.joined_launch);
 it is fetched and imported on its own, and fetching it never touches the lease.
 
+A lease has an owner (who created it, or for root `--owner USER`) and may be shared with
+named local users (`--share-with`, `lease share`): only their jobs join it, one owner's
+per export. At the site each joined export keeps its own schedd and trust domain (see
+site/pools/joined.py), so sharing the pilots shares nothing else.
+
 Every step is recorded in the ledger before and after it acts and is idempotent, so
 `sync` finishes a lease left half-created or half-stopped by a crash, and ends an active
 lease whose pilots are gone (idle shutdown, walltime) once no joined export needs it.
@@ -16,6 +21,8 @@ lease whose pilots are gone (idle shutdown, walltime) once no joined export need
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shlex
 from typing import Any
 
@@ -71,9 +78,69 @@ def layout_of(record: LeaseRecord) -> ExportLayout:
     return ExportLayout(record.info["remote_dir"])
 
 
-def create(ledger: Ledger, site: Site, name: str, request: ResourceRequest) -> dict[str, Any]:
-    """Record the lease, then start it at the site. Again for a lease still creating
-    (a crash): finishes it; any other existing name is refused."""
+def invoking_user() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def local_users(names: str, what: str) -> list[str]:
+    """`names` (comma-separated) as a sorted list of local accounts; BadInput (one line)
+    for a name with no account here."""
+    users = sorted({n.strip() for n in names.split(",") if n.strip()})
+    unknown = []
+    for user in users:
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            unknown.append(user)
+    if unknown:
+        raise BadInput(f"{what}: no local user {', '.join(unknown)}")
+    return users
+
+
+def sharing(owner: str | None, share_with: str | None) -> dict[str, Any]:
+    """A new lease's owner and share list (its ledger info); BadInput (one line) for an
+    --owner other than the invoking user unless root, an unknown user."""
+    me = invoking_user()
+    if owner is None:
+        owner = me
+    elif owner != me and os.geteuid() != 0:
+        raise BadInput(f"--owner {owner}: only root creates a lease for another user")
+    local_users(owner, "--owner")
+    shared = [u for u in local_users(share_with or "", "--share-with") if u != owner]
+    return {"owner": owner, "share_with": shared}
+
+
+def share(ledger: Ledger, name: str, add: str | None, remove: str | None) -> dict[str, Any]:
+    """Add users to, or take them off, the share list (only the owner, or root); exports
+    that joined already stay until fetched."""
+    record = ledger.get_lease(name)
+    owner = record.owner
+    me = invoking_user()
+    if os.geteuid() != 0 and me != owner:
+        raise BadInput(f"lease {name!r} is {owner or 'nobody'}'s: only its owner or root shares it")
+    shared = set(record.info.get("share_with", []))
+    shared |= set(local_users(add or "", "--add"))
+    shared -= {n.strip() for n in (remove or "").split(",")}
+    shared.discard(owner or "")
+    ledger.update_lease_info(name, share_with=sorted(shared))
+    if owner is None:
+        ledger.update_lease_info(name, owner=me)
+    return {"owner": owner or me, "share_with": sorted(shared)}
+
+
+def create(
+    ledger: Ledger,
+    site: Site,
+    name: str,
+    request: ResourceRequest,
+    shared: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Record the lease (`shared`: its owner and share list, see `sharing`), then
+    start it at the site. Again for a lease still creating (a crash): finishes it; any
+    other existing name is refused."""
     profile = site.profile
     check_site(profile)
     check_request(request, profile)
@@ -81,7 +148,7 @@ def create(ledger: Ledger, site: Site, name: str, request: ResourceRequest) -> d
     if record is None:
         remote_dir = site.lease_dir(name)
         site.refuse_existing(remote_dir, "lease", "name")
-        info = {"remote_dir": remote_dir, "request": request_info(request)}
+        info = {"remote_dir": remote_dir, "request": request_info(request), **(shared or {})}
         record = ledger.create_lease(name, site=profile.name, info=info)
     elif record.phase != LeasePhase.CREATING or record.site != profile.name:
         raise BadInput(
@@ -116,15 +183,36 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
 
 def status(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
     """Pilots, startds and joined schedds from the site (when it runs there), and the
-    exports the ledger says joined."""
+    exports the ledger says joined, each with its owner and accounting (jobs idle and
+    running, the accountant's usage)."""
     answer: dict[str, Any] = {}
     if record.phase in (LeasePhase.CREATING, LeasePhase.ACTIVE):
         answer = site.agent(layout_of(record), "lease-status")
-    return {**answer, "exports": _joined(ledger, record.name)}
+    accounting = answer.pop("accounting", None)
+    return {**answer, "exports": _joined(ledger, record.name, accounting)}
 
 
-def _joined(ledger: Ledger, name: str) -> list[dict[str, str]]:
-    return [{"name": r.name, "phase": r.phase.value} for r in ledger.joined(name)]
+#: What the site reports per joined export (lease-status's "accounting"), all numbers.
+ACCOUNTING_KEYS = ("idle", "running", "usage_s", "weighted_usage_s", "slots_in_use")
+
+
+def _joined(ledger: Ledger, name: str, accounting: Any = None) -> list[dict[str, Any]]:
+    """The ledger's exports of the lease; with the site's accounting, only numbers of
+    exports the ledger knows (a site's answer is checked, not trusted)."""
+    per = accounting if isinstance(accounting, dict) else {}
+    exports = []
+    for r in ledger.joined(name):
+        entry: dict[str, Any] = {"name": r.name, "phase": r.phase.value, "owner": r.owner}
+        site_entry = per.get(r.name)
+        if isinstance(site_entry, dict):
+            entry["accounting"] = {k: _count(site_entry.get(k)) for k in ACCOUNTING_KEYS}
+        exports.append(entry)
+    return exports
+
+
+def _count(value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+    return value if ok and value == value and value != float("inf") else 0
 
 
 def extend(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
@@ -223,53 +311,85 @@ def site_to_join(
     return record.site
 
 
-def opted_in(schedd: Any, lease: str) -> list[int]:
+def opted_in(schedd: Any, lease: str) -> dict[str, list[int]]:
     """Clusters of the local schedd whose every job opted into `lease` and waits idle,
-    not exported yet (an exported job is Managed "External")."""
+    not exported yet (an exported job is Managed "External"), by owner."""
     jobs = schedd.query(
-        f"{OPT_IN_ATTR} == {json.dumps(lease)}", ["ClusterId", "ProcId", "JobStatus", "Managed"]
+        f"{OPT_IN_ATTR} == {json.dumps(lease)}",
+        ["ClusterId", "ProcId", "JobStatus", "Managed", "Owner"],
     )
     clusters: dict[int, bool] = {}
+    owners: dict[int, str] = {}
     for job in jobs:
         ready = job.get("JobStatus") == 1 and job.get("Managed") != "External"
         clusters[job["ClusterId"]] = clusters.get(job["ClusterId"], True) and ready
-    return sorted(cluster for cluster, ready in clusters.items() if ready)
+        owners[job["ClusterId"]] = str(job.get("Owner"))
+    by_owner: dict[str, list[int]] = {}
+    for cluster in sorted(c for c, ready in clusters.items() if ready):
+        by_owner.setdefault(owners[cluster], []).append(cluster)
+    return by_owner
 
 
 def export_opted_in(
     ledger: Ledger, schedd: Any, sites: dict[str, Site], hold: bool = False
 ) -> list[dict[str, Any]]:
     """For every lease that exports may join: its opted-in clusters exported into it,
-    as one export named LEASE-DATE-TIME; `sync` then ships and launches it."""
-    from lumberjack.ap import export as export_mod
-    from lumberjack.profiles.sites import find_profile
-    from lumberjack.state import site_export
-
+    one export named LEASE-DATE-TIME per owner (never two owners' jobs in one); an
+    owner who may not join gets a one-line error and keeps the jobs. `sync` then ships
+    and launches the exports."""
     results = []
     for record in ledger.leases():
         if record.phase not in (LeasePhase.CREATING, LeasePhase.ACTIVE):
             continue
-        entry: dict[str, Any] = {"name": lease_key(record.name), "lease": record.name}
         try:
-            clusters = opted_in(schedd, record.name)
-            if not clusters:
-                continue
-            if record.site not in sites:
-                sites[record.site] = Site(find_profile(record.site), hold=hold)
-            name = export_mod.default_name(record.name, taken=lambda n: ledger.find(n) is not None)
-            selection = export_mod.Selection(None, tuple(str(c) for c in clusters))
-            site_export.prepare(
-                ledger, schedd, selection, record.site, name, {}, sites[record.site],
-                lease=record.name,
-            ).write(schedd, ledger)  # fmt: skip
-            entry["steps"] = [f"exported clusters {', '.join(map(str, clusters))} as {name}"]
-            entry["export"] = name
+            groups = opted_in(schedd, record.name)
         except LumberjackError as exc:
-            entry["error"] = str(exc)
-            entry["exit_code"] = exc.exit_code
-        entry["phase"] = ledger.get_lease(record.name).phase.value
-        results.append(entry)
+            groups = {}
+            results.append(_opt_in_entry(ledger, record, error=exc))
+        for owner, clusters in groups.items():
+            results.append(_export_owner(ledger, schedd, sites, hold, record, owner, clusters))
     return results
+
+
+def _opt_in_entry(
+    ledger: Ledger, record: LeaseRecord, error: LumberjackError | None = None, **more: Any
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": lease_key(record.name), "lease": record.name, **more}
+    if error is not None:
+        entry["error"] = str(error)
+        entry["exit_code"] = error.exit_code
+    entry["phase"] = ledger.get_lease(record.name).phase.value
+    return entry
+
+
+def _export_owner(
+    ledger: Ledger,
+    schedd: Any,
+    sites: dict[str, Site],
+    hold: bool,
+    record: LeaseRecord,
+    owner: str,
+    clusters: list[int],
+) -> dict[str, Any]:
+    """One owner's opted-in clusters exported into the lease as one export."""
+    from lumberjack.ap import export as export_mod
+    from lumberjack.profiles.sites import find_profile
+    from lumberjack.state import site_export
+
+    try:
+        record.check_may_join([owner])  # before any connection (prepare checks it too)
+        if record.site not in sites:
+            sites[record.site] = Site(find_profile(record.site), hold=hold)
+        name = export_mod.default_name(record.name, taken=lambda n: ledger.find(n) is not None)
+        selection = export_mod.Selection(None, tuple(str(c) for c in clusters))
+        site_export.prepare(
+            ledger, schedd, selection, record.site, name, {}, sites[record.site],
+            lease=record.name,
+        ).write(schedd, ledger)  # fmt: skip
+    except LumberjackError as exc:
+        return _opt_in_entry(ledger, record, error=exc, owner=owner)
+    steps = [f"exported clusters {', '.join(map(str, clusters))} as {name}"]
+    return _opt_in_entry(ledger, record, steps=steps, export=name, owner=owner)
 
 
 def sync(ledger: Ledger, sites: dict[str, Site], hold: bool = False) -> list[dict[str, Any]]:

@@ -129,7 +129,31 @@ class LeaseRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "site": self.site, "phase": self.phase.value,
-                "created": self.created, "updated": self.updated, "info": self.info}  # fmt: skip
+                "created": self.created, "updated": self.updated, "info": self.info,
+                "owner": self.owner, "share_with": self.share_with}  # fmt: skip
+
+    @property
+    def owner(self) -> str | None:
+        """Who created it (root: for whom); None for a lease recorded before owners."""
+        return self.info.get("owner")
+
+    @property
+    def share_with(self) -> list[str]:
+        return list(self.info.get("share_with", []))
+
+    def check_may_join(self, owners: list[str]) -> None:
+        """BadInput, in one line, when jobs of `owners` may not join: only the owner's
+        and the share list's may (anyone's, in a lease recorded before owners)."""
+        if self.owner is None:
+            return
+        refused = sorted(set(owners) - {self.owner, *self.share_with})
+        if refused:
+            shared = ", ".join(self.share_with) or "nobody"
+            raise BadInput(
+                f"lease {self.name!r} is {self.owner}'s, shared with {shared}: jobs of "
+                f"{', '.join(refused)} may not join it (its owner may `lease share "
+                f"{self.name} --add {refused[0]}`)"
+            )
 
 
 class Ledger:

@@ -43,8 +43,9 @@ def request_of(info: dict[str, Any]) -> ResourceRequest:
 
 def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout) -> LaunchPlan:
     """launch.json: what the agent needs to start the pool and the pilots. A joined
-    export's names its lease's directory (bound into its container: the schedd reads
-    the lease's signing key there); its pilots are the lease's."""
+    export's names its lease's directory (bound into its container too); its pilots
+    are the lease's. Its schedd keeps its own trust domain and key (see
+    site/pools/joined.py)."""
     plan = pool_plan(request_of(record.info), profile, layout)
     lease_dir = record.info.get("lease_dir")
     if lease_dir:

@@ -82,6 +82,7 @@ def prepare(
     lease_info: dict[str, Any] = {}
     if lease is not None:
         lease_record = ledger.get_lease(lease)
+        lease_record.check_may_join([str(job.get("Owner")) for job in jobs])
         lease_info = {"lease": lease, "lease_dir": lease_record.info["remote_dir"]}
 
     def request_for(ads: list[Any], runtimes: list[int]) -> ResourceRequest:

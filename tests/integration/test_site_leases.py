@@ -5,6 +5,7 @@ keeps running; `lease shutdown` then leaves nothing running at the site."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+import testbed
 from journey import (
+    as_submitter,
     expected_outputs,
     last_json,
     lumberjack,
@@ -24,6 +27,7 @@ from journey import (
     site_run,
     stop_at_site,
     submit,
+    submit_as,
     tree,
 )
 
@@ -133,7 +137,7 @@ def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: d
     created = last_json(
         lumberjack(
             "lease", "create", lease, "--site", "testbed", "--nodes", "2", "--cores", "2",
-            "--walltime", "20m", "--idle-shutdown", "10m", "--json",
+            "--walltime", "20m", "--idle-shutdown", "10m", "--owner", testbed.SUBMITTER, "--json",
         )
     )  # fmt: skip
     assert created["phase"] == "active" and created["site"] == "testbed"
@@ -259,3 +263,174 @@ def test_a_crash_at_any_lease_step_is_finished_by_sync(
         assert not site_path(lease_dir).exists()
         assert slurm_jobs(f"lj-lease-{lease}-") == []
         assert processes_of(lease_dir) == {}
+
+
+# ---- a shared lease: root's lease for alice, shared with bob -------------------------
+
+OWNER, SHARED = testbed.SUBMITTER, testbed.OTHER_SUBMITTER
+
+
+def in_container(name: str, command: str, env: str = "") -> tuple[int, str]:
+    """`command` in export `name`'s container at the site, as the site account, with
+    its pool's config (and `env`); its exit code and output."""
+    root = f"{SITE_BASE}/{name}"
+    out = site_run(
+        f"apptainer exec instance://lumberjack-{name} env CONDOR_CONFIG={root}/pool/condor_config "
+        f'{env} {command} 2>&1; echo "exit=$?"',
+        check=False,
+    )
+    body, _, code = out.rstrip().rpartition("exit=")
+    return int(code), body.strip()
+
+
+def as_other_export(attacker: str, victim: str, command: str) -> tuple[int, str]:
+    """`command` with nothing but what export `attacker` holds at the site: its schedd's
+    token of the lease's key, and a token its own key signs claiming the victim's trust
+    domain; tokens only (FS would make any process of the site account the site account)."""
+    tokens = f"{SITE_BASE}/{attacker}/pool/local/attack.d"
+    forge = (
+        f"mkdir -p -m 700 {tokens} && cp {SITE_BASE}/{attacker}/pool/local/tokens.d/lease "
+        f"{tokens}/ && _CONDOR_TRUST_DOMAIN=lumberjack-{victim} condor_token_create "
+        f"-identity hpcuser@lumberjack-{victim} > {tokens}/forged"
+    )
+    code, out = in_container(attacker, f"sh -c '{forge}'")
+    assert code == 0, out
+    env = f"_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=IDTOKENS _CONDOR_SEC_TOKEN_DIRECTORY={tokens}"
+    return in_container(attacker, command, env)
+
+
+def queue_of(name: str) -> list[tuple[str, str]]:
+    """Export `name`'s jobs as its own schedd (by FS, the site account) lists them: each
+    one's status and the attribute the attempts would have set."""
+    code, out = in_container(name, "condor_q -allusers -af JobStatus LjProbe")
+    assert code == 0, out
+    return sorted(tuple(line.split()) for line in out.splitlines())  # type: ignore[misc]
+
+
+def test_a_shared_lease_keeps_each_owners_export_apart(
+    workspace: Path, state_dir: Path, at_site: dict
+) -> None:
+    """Root makes a lease for alice, shared with bob; both export into it and come home
+    byte-exact. With everything alice's export holds at the site, her side cannot read,
+    edit, hold or remove bob's jobs, nor replace his schedd's ad; once bob is off the
+    list his next export is refused in one line; `lease status` accounts per export."""
+    lease = unique("shared")
+    at_site["leases"].append(lease)
+    created = last_json(
+        lumberjack(
+            "lease", "create", lease, "--site", "testbed", "--nodes", "1", "--cores", "2",
+            "--walltime", "20m", "--idle-shutdown", "10m", "--owner", OWNER,
+            "--share-with", SHARED, "--json",
+        )
+    )  # fmt: skip
+    assert (created["owner"], created["share_with"]) == (OWNER, [SHARED])
+
+    alice, dir_a, before_a, _ = join(workspace, lease, "alice")
+    at_site["exports"].append(alice)
+    lumberjack("launch", alice)
+    bob_home = workspace / "bob"
+    bob_home.mkdir()
+    os.chown(bob_home, testbed.OTHER_SUBMITTER_UID, testbed.OTHER_SUBMITTER_UID)
+    dir_b = make_job_dir(bob_home, "job", uid=testbed.OTHER_SUBMITTER_UID)
+    bob_cluster = submit_as(SHARED, dir_b, 2, arguments="$(Process) $(code) 40")
+    before_b = tree(dir_b)
+    bob = unique("bob")
+    at_site["exports"].append(bob)
+    with as_submitter(SHARED):
+        lumberjack("export", "--ids", str(bob_cluster), "--lease", lease, "--name", bob)
+        lumberjack("ship", bob)
+        lumberjack("launch", bob)
+    poll(f"{bob} running", lambda: status(bob), started)
+
+    # alice's side against bob's schedd, found through the lease's collector.
+    schedd, collector = f"{bob}@lumberjack-{bob}", collector_of_lease(lease)
+    target = f"-name {schedd} -pool {collector}"
+    before = queue_of(bob)
+    tries = {
+        "condor_q": f"condor_q {target} -allusers {bob_cluster} -af ClusterId",
+        "condor_qedit": f"condor_qedit {target} {bob_cluster} LjProbe 1",
+        "condor_hold": f"condor_hold {target} {bob_cluster}",
+        "condor_rm": f"condor_rm {target} {bob_cluster}",
+    }
+    answers = {tool: as_other_export(alice, bob, line) for tool, line in tries.items()}
+    for tool, (code, out) in answers.items():
+        print(f"[shared lease] {tool} with alice's credentials: exit {code}: {out[-200:]}")
+        assert code != 0, (tool, out)
+    assert f"{bob_cluster}" not in answers["condor_q"][1].split()
+    # nor can her schedd's identity replace his schedd's ad at the lease's collector
+    fake = f"{SITE_BASE}/{alice}/pool/local/attack.d/fake.ad"
+    site_path(fake).write_text(
+        f'MyType = "Scheduler"\nName = "{schedd}"\nMyAddress = "<10.9.9.9:9>"\n'
+        "TotalIdleJobs = 999\n"
+    )
+    print(
+        "[shared lease] advertise:",
+        as_other_export(alice, bob, f"condor_advertise -pool {collector} UPDATE_SCHEDD_AD {fake}"),
+    )
+    time.sleep(2)
+    ads = {a["name"]: a for a in lease_status(lease)["schedds"]}
+    assert ads[schedd]["idle"] != "999", ads
+    after = queue_of(bob)
+    assert len(after) == len(before) == 2
+    # Neither held (5) nor removed (3) nor edited: running, or done.
+    assert {probe for _, probe in after} == {"undefined"} and {st for st, _ in after} <= {
+        "1", "2", "4",
+    }, after  # fmt: skip
+
+    # bob off the list: his next export into the lease is refused, nothing changed.
+    assert (
+        last_json(lumberjack("lease", "share", lease, "--remove", SHARED, "--json"))["share_with"]
+        == []
+    )
+    late = submit_as(SHARED, dir_b, 1, arguments="$(Process) 0 0", output="late.out",
+                     error="late.err", log="late.log")  # fmt: skip
+    exports_before = last_json(lumberjack("exports", "--json"))
+    with as_submitter(SHARED):
+        refused = lumberjack("export", "--ids", str(late), "--lease", lease, check=False)
+    remove_cluster(SHARED, late)
+    assert refused.returncode == 2, refused
+    said = (refused.stderr + refused.stdout).strip().splitlines()
+    assert len(said) == 1 and f"{SHARED} may not join" in said[0], said
+    assert last_json(lumberjack("exports", "--json")) == exports_before
+
+    for name in (alice, bob):
+        poll(f"{name} finished", lambda name=name: status(name), lambda a: a["finished"],
+             timeout=300)  # fmt: skip
+    # Accounting per export: each owner's usage, as the lease's accountant counts it.
+    accounted = poll("usage of both exports", lambda: lease_status(lease),
+                     lambda a: all(e.get("accounting", {}).get("usage_s", 0) > 0
+                                   for e in a["exports"]), timeout=60)  # fmt: skip
+    print("[shared lease] accounting:", accounted["exports"])
+    assert {e["name"]: e["owner"] for e in accounted["exports"]} == {alice: OWNER, bob: SHARED}
+    assert (accounted["owner"], accounted["share_with"]) == (OWNER, [])
+
+    come_home(alice, dir_a, before_a)
+    negotiator_tokens = site_path(f"{SITE_BASE}/lease-{lease}/pool/local/tokens.d")
+    assert sorted(p.name for p in negotiator_tokens.iterdir()) == [f"joined-{bob}"]
+    with as_submitter(SHARED):
+        lumberjack("fetch", bob)
+        imported = last_json(lumberjack("import", bob, "--json"))
+    assert (imported["jobs"], imported["completed"]) == (2, 2)
+    after_b = tree(dir_b)
+    expected = expected_outputs(dir_b, range(2))
+    assert {path: after_b[path] for path in expected} == expected
+    assert not [p for p in after_b if p not in before_b and p not in expected
+                and not p.startswith("late.")]  # fmt: skip
+    assert last_json(lumberjack("lease", "shutdown", lease, "--json"))["phase"] == "ended"
+
+
+def collector_of_lease(lease: str) -> str:
+    state = site_path(f"{SITE_BASE}/lease-{lease}/pool/state.json").read_text()
+    return "{address}:{port}".format(**json.loads(state))
+
+
+def remove_cluster(user: str, cluster: int) -> None:
+    """Remove a cluster of the local schedd as `user`, in a process of its own (see
+    journey.submit_as: a process keeps the session it opened as another user)."""
+    code = (
+        "import sys, htcondor2; schedd = htcondor2.Schedd(htcondor2.Collector().locate("
+        "htcondor2.DaemonType.Schedd, htcondor2.param['SCHEDD_HOST'])); "
+        "schedd.act(htcondor2.JobAction.Remove, f'ClusterId == {sys.argv[1]}')"
+    )
+    env = {**os.environ, **testbed.ACCESS_POINT.client_env_of(user)}
+    subprocess.run([sys.executable, "-c", code, str(cluster)], env=env, check=True)

@@ -5,6 +5,7 @@ joined export's schedd run with (who may do what; the pilots' token scopes)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -207,7 +208,7 @@ def test_leases_lists_each_lease_with_its_exports(ledger: Ledger) -> None:
     assert "(lease calib)" in invoke("exports").output
 
 
-@pytest.mark.parametrize("command", ["create", "status", "extend", "shutdown"])
+@pytest.mark.parametrize("command", ["create", "status", "share", "extend", "shutdown"])
 def test_every_lease_command_has_examples(command: str) -> None:
     text = invoke("lease", command, "--help").output
     assert "Example" in text and f"lease {command}" in text and "--json" in text
@@ -229,8 +230,21 @@ def settings(layout: ExportLayout, **more) -> PoolSettings:
 
 
 def joined() -> PoolSettings:
-    lease = settings(LEASE)
-    return settings(EXPORT, domain=lease.trust_domain)
+    return settings(EXPORT)
+
+
+def expanded(text: str) -> dict[str, str]:
+    """config_values, with `$(NAME)` of earlier lines expanded (`X = $(X) more` adds)."""
+    values: dict[str, str] = {}
+    for name, value in config_values_in_order(text):
+        values[name] = re.sub(r"\$\((\w+)\)", lambda m: values.get(m[1].upper(), m[0]), value)
+    return values
+
+
+def config_values_in_order(text: str) -> list[tuple[str, str]]:
+    return [(n.strip().upper(), v.strip()) for n, _, v in
+            (line.partition("=") for line in text.splitlines()
+             if "=" in line and not line.startswith("#"))]  # fmt: skip
 
 
 def test_a_lease_runs_collector_and_negotiator_only() -> None:
@@ -239,39 +253,108 @@ def test_a_lease_runs_collector_and_negotiator_only() -> None:
     assert values["TRUST_DOMAIN"] == "lumberjack-lease-calib"
     assert values["SEC_PASSWORD_DIRECTORY"] == "$(LOCAL_DIR)/passwords.d"
     assert values["LOCAL_DIR"] == f"{LEASE.root}/pool/local"
+    # Joined schedds and masters advertise only with a token, never by FS.
+    assert values["SEC_ADVERTISE_SCHEDD_AUTHENTICATION_METHODS"] == "IDTOKENS"
+    assert values["SEC_ADVERTISE_MASTER_AUTHENTICATION_METHODS"] == "IDTOKENS"
+    # HTCondor's config reading changes backslashes: the expression must have none.
+    assert "\\" not in values["COLLECTOR_REQUIREMENTS"]
 
 
-def test_a_joined_schedd_reports_to_the_lease_in_its_trust_domain() -> None:
-    values = config_values(remote_pool.joined_schedd_config(joined(), LEASE))
+def test_a_joined_schedd_reports_to_the_lease_in_its_own_trust_domain() -> None:
+    values = config_values(remote_pool.joined_schedd_config(joined(), "lumberjack-lease-calib"))
     assert values["DAEMON_LIST"] == "MASTER, SCHEDD"
     assert values["COLLECTOR_HOST"] == "10.0.0.5:40123"
     assert values["USE_SHARED_PORT"] == "FALSE"
-    assert values["TRUST_DOMAIN"] == values["UID_DOMAIN"] == "lumberjack-lease-calib"
-    assert values["SEC_PASSWORD_DIRECTORY"] == f"{LEASE.root}/pool/local/passwords.d"
+    assert values["TRUST_DOMAIN"] == values["UID_DOMAIN"] == "lumberjack-run-1"
+    assert values["SEC_PASSWORD_DIRECTORY"] == "$(LOCAL_DIR)/passwords.d"  # its own key
+    assert values["LOCAL_DIR"] == f"{EXPORT.root}/pool/local"
     assert values["SPOOL"] == EXPORT.spool  # its own queue
-    assert values["SCHEDD_NAME"] == "run-1@lumberjack-lease-calib"  # unique in the lease
-    with pytest.raises(ValueError, match="trust domain"):
-        remote_pool.joined_schedd_config(settings(EXPORT), LEASE)
+    assert values["SCHEDD_NAME"] == "run-1@lumberjack-run-1"  # unique in the lease
+    # Only the lease's negotiator, with a token of this export's key, negotiates.
+    assert values["ALLOW_NEGOTIATOR"] == "negotiator@lumberjack-run-1"
+    assert values["SEC_NEGOTIATOR_AUTHENTICATION_METHODS"] == "IDTOKENS"
+    with pytest.raises(ValueError, match="own trust domain"):
+        remote_pool.joined_schedd_config(settings(EXPORT, domain="lumberjack-lease-calib"), "x")
 
 
-@pytest.mark.parametrize("which", ["lease", "joined", "pilot"])
+def test_a_joined_schedd_trusts_nothing_of_the_lease_or_other_exports() -> None:
+    values = expanded(remote_pool.joined_schedd_config(joined(), "lumberjack-lease-calib"))
+    allowed = {k: v.split() for k, v in values.items() if k.startswith("ALLOW_")}
+    everyone = {i for ids in allowed.values() for i in ids}
+    assert {i.split("@")[1] for i in everyone} == {"lumberjack-run-1"}
+    assert {k for k, ids in allowed.items() if "negotiator@lumberjack-run-1" in ids} == {
+        "ALLOW_NEGOTIATOR"
+    }
+
+
+def test_the_tokens_between_a_lease_and_a_joined_export_are_narrow() -> None:
+    assert remote_pool.joined_identity("run-1", "lumberjack-lease-calib") == (
+        "schedd-run-1@lumberjack-lease-calib"
+    )
+    # No DAEMON, WRITE or ADMINISTRATOR: an ad of its own and reading, negotiating.
+    assert remote_pool.JOINED_SCHEDD_AUTHZ == ("ADVERTISE_SCHEDD", "ADVERTISE_MASTER", "READ")
+    assert remote_pool.NEGOTIATOR_AUTHZ == ("NEGOTIATOR",)
+
+
+@pytest.mark.parametrize("which", ["lease", "pilot"])
 def test_the_pilots_of_a_lease_may_only_read_and_advertise(which: str) -> None:
     lease = settings(LEASE)
     text = {
         "lease": lambda: remote_pool.lease_config(lease),
-        "joined": lambda: remote_pool.joined_schedd_config(joined(), LEASE),
         "pilot": lambda: remote_pool.pilot_config(lease),
     }[which]()
-    values = config_values(text)
+    values = expanded(text)
     pilot = "pilot@lumberjack-lease-calib"
+    schedds = "schedd-*@lumberjack-lease-calib"
     allowed = {k: v.split() for k, v in values.items() if k.startswith("ALLOW_")}
     assert allowed["ALLOW_ADVERTISE_STARTD"] == [pilot]
     assert {k for k, ids in allowed.items() if pilot in ids} == {
         "ALLOW_READ", "ALLOW_ADVERTISE_STARTD", "ALLOW_ADVERTISE_MASTER",
     }  # fmt: skip
     everyone = {i for ids in allowed.values() for i in ids}
-    assert everyone == {"hpcuser@lumberjack-lease-calib", "condor@lumberjack-lease-calib", pilot}
+    own = {"hpcuser@lumberjack-lease-calib", "condor@lumberjack-lease-calib", pilot}
+    if which == "lease":  # joined schedds: their own ads, and reading
+        assert {k for k, ids in allowed.items() if schedds in ids} == {
+            "ALLOW_READ", "ALLOW_ADVERTISE_SCHEDD", "ALLOW_ADVERTISE_MASTER",
+        }  # fmt: skip
+        own.add(schedds)
+    assert everyone == own
     assert remote_pool.PILOT_AUTHZ == ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
+
+
+def collector_takes(ad: dict) -> bool:
+    """The lease collector's COLLECTOR_REQUIREMENTS, evaluated by the ClassAd library
+    against the update (the collector's TARGET)."""
+    classad2 = pytest.importorskip("classad2")
+    values = config_values(remote_pool.lease_config(settings(LEASE)))
+    # The update is TARGET at the collector; here the one ad is the scope of everything.
+    expression = values["COLLECTOR_REQUIREMENTS"].replace("TARGET.", "")
+    return bool(classad2.ExprTree(expression).eval(classad2.ClassAd(ad)))
+
+
+@pytest.mark.parametrize(
+    ("ad", "taken"),
+    [
+        ({"MyType": "Scheduler", "Name": "run-1@lumberjack-run-1"}, True),
+        ({"MyType": "DaemonMaster", "Name": "run-1@lumberjack-run-1"}, True),
+        ({"MyType": "Submitter", "ScheddName": "run-1@lumberjack-run-1"}, True),
+        ({"MyType": "Scheduler", "Name": "run-2@lumberjack-run-2"}, False),  # another's
+        ({"MyType": "Submitter", "ScheddName": "run-2@lumberjack-run-2"}, False),
+        ({"MyType": "Machine", "Name": "slot1@node"}, False),  # not a schedd's ad
+        ({"MyType": "Scheduler", "Name": "run-1@lumberjack-run-1x"}, False),
+    ],
+)
+def test_a_joined_schedd_advertises_only_its_own_ads(ad: dict, taken: bool) -> None:
+    assert (
+        collector_takes({**ad, "AuthenticatedIdentity": "schedd-run-1@lumberjack-lease-calib"})
+        is taken
+    )
+
+
+def test_the_leases_own_daemons_and_pilots_advertise_as_before() -> None:
+    for identity in ("pilot@lumberjack-lease-calib", "condor@lumberjack-lease-calib", None):
+        ad = {"MyType": "Machine", "Name": "slot1@node"}
+        assert collector_takes(ad | ({"AuthenticatedIdentity": identity} if identity else {}))
 
 
 def test_a_joined_exports_plan_names_its_lease_and_binds_it(ledger: Ledger) -> None:
@@ -354,7 +437,7 @@ class Queue(fake.FakeSchedd):
 
 
 def job(cluster: int, proc: int, lease: str | None = "calib", status: int = 1, **more) -> dict:
-    return {"ClusterId": cluster, "ProcId": proc, "JobStatus": status,
+    return {"ClusterId": cluster, "ProcId": proc, "JobStatus": status, "Owner": "alice",
             **({leases.OPT_IN_ATTR: lease} if lease else {}), **more}  # fmt: skip
 
 
@@ -366,9 +449,14 @@ def test_only_whole_idle_clusters_that_opted_in_are_ready() -> None:
         job(8, 0, lease=None),  # not opted in
         job(9, 0, Managed="External"),  # already exported
     )  # fmt: skip
-    assert leases.opted_in(queue, "calib") == [5]
+    assert leases.opted_in(queue, "calib") == {"alice": [5]}
     assert queue.asked == ['LumberjackLease == "calib"']
-    assert leases.opted_in(queue, "other") == [7]
+    assert leases.opted_in(queue, "other") == {"alice": [7]}
+
+
+def test_opted_in_clusters_are_grouped_by_owner() -> None:
+    queue = Queue(job(5, 0), job(6, 0, Owner="bob"), job(7, 0), job(8, 0, Owner="carol"))
+    assert leases.opted_in(queue, "calib") == {"alice": [5, 7], "bob": [6], "carol": [8]}
 
 
 def create(ledger: Ledger, site: LeaseSite) -> dict:
@@ -448,3 +536,189 @@ def test_the_agent_looks_for_daemons_by_names_proc_can_hold() -> None:
     names = re.findall(r'pool_processes\([^,()]+, "([^"]+)"\)', source)
     assert "condor_master" in names and "condor_schedd" in names
     assert [n for n in names if len(n) > 15] == []
+
+
+# ---- owners and sharing --------------------------------------------------------------
+
+
+@pytest.fixture
+def users(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Local accounts alice, bob, carol; this process runs as root (uid 0)."""
+    known = {"root": 0, "alice": 4242, "bob": 4444, "carol": 4545}
+
+    def getpwnam(name: str):
+        if name not in known:
+            raise KeyError(name)
+        return type("Entry", (), {"pw_name": name, "pw_uid": known[name]})
+
+    def getpwuid(uid: int):
+        return getpwnam(next(n for n, u in known.items() if u == uid))
+
+    monkeypatch.setattr(leases.pwd, "getpwnam", getpwnam)
+    monkeypatch.setattr(leases.pwd, "getpwuid", getpwuid)
+    monkeypatch.setattr(leases.os, "geteuid", lambda: 0)
+    return known
+
+
+def shared_lease(ledger: Ledger, owner: str | None, share_with: list[str]) -> None:
+    add_lease(ledger)
+    if owner is not None:
+        ledger.update_lease_info("calib", owner=owner, share_with=share_with)
+
+
+def test_a_lease_is_its_creators_or_roots_choice(users, monkeypatch) -> None:
+    assert leases.sharing(None, None) == {"owner": "root", "share_with": []}
+    assert leases.sharing("alice", "bob, carol,alice,bob") == {
+        "owner": "alice", "share_with": ["bob", "carol"],
+    }  # fmt: skip
+    with pytest.raises(BadInput, match="--share-with: no local user mallory"):
+        leases.sharing("alice", "bob,mallory")
+    with pytest.raises(BadInput, match="--owner: no local user mallory"):
+        leases.sharing("mallory", None)
+    monkeypatch.setattr(leases.os, "geteuid", lambda: users["bob"])
+    assert leases.sharing(None, "alice")["owner"] == "bob"
+    with pytest.raises(BadInput, match="only root creates a lease for another user"):
+        leases.sharing("alice", None)
+
+
+def test_only_the_owners_and_shared_users_jobs_join(ledger: Ledger) -> None:
+    shared_lease(ledger, "alice", ["bob"])
+    record = ledger.get_lease("calib")
+    record.check_may_join(["alice"])
+    record.check_may_join(["bob"])
+    with pytest.raises(BadInput) as refused:
+        record.check_may_join(["carol"])
+    message = str(refused.value)
+    assert "\n" not in message and "carol may not join" in message
+    assert "alice's, shared with bob" in message and "lease share calib --add carol" in message
+    assert record.to_json()["owner"] == "alice" and record.to_json()["share_with"] == ["bob"]
+
+
+def test_a_lease_recorded_before_owners_takes_anyones_jobs(ledger: Ledger) -> None:
+    shared_lease(ledger, None, [])
+    record = ledger.get_lease("calib")
+    assert record.owner is None
+    record.check_may_join(["carol"])
+
+
+def test_the_owner_or_root_changes_the_share_list(ledger: Ledger, users, monkeypatch) -> None:
+    shared_lease(ledger, "alice", ["bob"])
+    assert leases.share(ledger, "calib", "carol", None) == {
+        "owner": "alice", "share_with": ["bob", "carol"],
+    }  # fmt: skip
+    assert leases.share(ledger, "calib", None, "bob,alice")["share_with"] == ["carol"]
+    monkeypatch.setattr(leases.os, "geteuid", lambda: users["bob"])
+    with pytest.raises(BadInput, match="only its owner or root shares it"):
+        leases.share(ledger, "calib", "bob", None)
+    assert ledger.get_lease("calib").share_with == ["carol"]  # nothing changed
+    monkeypatch.setattr(leases.os, "geteuid", lambda: users["alice"])
+    assert leases.share(ledger, "calib", "bob", None)["share_with"] == ["bob", "carol"]
+
+
+def test_lease_share_and_create_refuse_in_one_line(ledger: Ledger, users) -> None:
+    shared_lease(ledger, "alice", [])
+    refused(invoke("lease", "share", "calib"), "give --add USER or --remove USER")
+    refused(invoke("lease", "share", "calib", "--add", "mallory"), "--add: no local user mallory")
+    assert ledger.get_lease("calib").share_with == []
+    result = invoke("lease", "create", "other", "--site", "testbed", "--share-with", "mallory")
+    refused(result, "--share-with: no local user mallory")
+    assert ledger.find_lease("other") is None
+    shared = json.loads(invoke("lease", "share", "calib", "--add", "bob", "--json").output)
+    assert (shared["owner"], shared["share_with"]) == ("alice", ["bob"])
+
+
+def test_lease_status_keeps_only_numbers_of_known_exports(ledger: Ledger) -> None:
+    shared_lease(ledger, "alice", ["bob"])
+    add_export(ledger, "a", Phase.RUNNING, "calib")
+    add_export(ledger, "b", Phase.RUNNING, "calib")
+    site_says = {
+        "a": {"idle": 1, "running": 3, "usage_s": 120.5, "weighted_usage_s": 241,
+              "slots_in_use": 3, "extra": "dropped"},
+        "b": {"idle": "lots", "running": -4, "usage_s": float("nan")},
+        "ghost": {"idle": 9},
+    }  # fmt: skip
+    joined = leases._joined(ledger, "calib", site_says)
+    assert joined == [
+        {"name": "a", "phase": "running", "owner": "alice", "accounting": {
+            "idle": 1, "running": 3, "usage_s": 120.5, "weighted_usage_s": 241,
+            "slots_in_use": 3}},
+        {"name": "b", "phase": "running", "owner": "alice", "accounting": {
+            "idle": 0, "running": 0, "usage_s": 0, "weighted_usage_s": 0, "slots_in_use": 0}},
+    ]  # fmt: skip
+    assert leases._joined(ledger, "calib", "not a dict")[0] == {
+        "name": "a", "phase": "running", "owner": "alice",
+    }  # fmt: skip
+
+
+def test_the_lease_pool_accounts_per_joined_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What lease-status reports per export from the collector's schedd ads and the
+    accountant's records (words, "undefined" where none yet)."""
+    from lumberjack.site.pools import lease as lease_pool
+
+    accounting = [
+        {"name": "hpcuser@lumberjack-run-1", "usage": "120.5", "weighted": "241",
+         "in_use": "2"},
+        {"name": "hpcuser@lumberjack-gone", "usage": "60", "weighted": "undefined",
+         "in_use": "0"},
+        {"name": "<none>hpcuser@hpc-login", "usage": "9", "weighted": "9", "in_use": "9"},
+    ]  # fmt: skip
+    pool = lease_pool.LeasePool(LEASE, None)
+    monkeypatch.setattr(pool, "usage", lambda: accounting)
+    schedds = [{"name": "run-1@lumberjack-run-1", "idle": "3", "running": "2"},
+               {"name": "odd", "idle": "1", "running": "1"}]  # fmt: skip
+    assert pool.accounting(schedds) == {
+        "run-1": {"idle": 3, "running": 2, "usage_s": 120.5, "weighted_usage_s": 241,
+                  "slots_in_use": 2},
+        "gone": {"idle": 0, "running": 0, "usage_s": 60, "weighted_usage_s": 0,
+                 "slots_in_use": 0},
+    }  # fmt: skip
+    assert lease_pool.export_of("hpcuser@lumberjack-run-1") == "run-1"
+    assert lease_pool.export_of("slot1@pilot-4-c1@hpc-login") == ""
+
+
+def test_sync_exports_no_opted_in_jobs_of_an_owner_not_on_the_list(ledger: Ledger) -> None:
+    """One entry per owner; carol's clusters stay in the queue with a one-line error,
+    and nothing is exported or recorded for her."""
+    shared_lease(ledger, "alice", ["bob"])
+    ledger.move_lease("calib", "create")
+    queue = Queue(job(5, 0, Owner="carol"), job(6, 0, Owner="carol"))
+    results = leases.export_opted_in(ledger, queue, sites={})
+    assert [(r["owner"], r["exit_code"]) for r in results] == [("carol", 2)]
+    assert "carol may not join" in results[0]["error"] and "\n" not in results[0]["error"]
+    assert "export" not in results[0] and ledger.list() == []
+
+
+def test_the_accountants_records_are_read_one_ad_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lumberjack.site.pools import lease as lease_pool
+
+    # As HTCondor 25 prints it (some attributes left out).
+    long_form = (
+        'AccountingGroup = "<none>"\nAccumulatedUsage = 86.0\nIsAccountingGroup = false\n'
+        'Name = "hpcuser@lumberjack-run-1"\nPriority = 500.172\nResourcesUsed = 1\n'
+        "WeightedAccumulatedUsage = 88.0\n\n"
+        'AccumulatedUsage = 104.0\nIsAccountingGroup = true\nName = "<none>"\n\n'
+    )
+    pool = lease_pool.LeasePool(LEASE, None)
+    monkeypatch.setattr(pool, "in_pool", lambda *command: long_form)
+    assert pool.usage() == [
+        {"name": "hpcuser@lumberjack-run-1", "usage": "86.0", "weighted": "88.0", "in_use": "1"},
+        {"name": "<none>", "usage": "104.0", "weighted": "", "in_use": ""},
+    ]
+
+
+def test_lease_status_text_names_owners_and_usage() -> None:
+    from lumberjack.cli import lease_cmd
+
+    assert lease_cmd._members({"owner": "alice", "share_with": ["bob"]}) == (
+        "alice, shared with bob"
+    )
+    assert lease_cmd._members({"owner": None}).startswith("anyone")
+    used = {"idle": 1, "running": 2, "usage_s": 120.5, "weighted_usage_s": 241,
+            "slots_in_use": 2}  # fmt: skip
+    assert lease_cmd._accounting_lines([
+        {"name": "a", "phase": "running", "owner": "alice", "accounting": used},
+        {"name": "b", "phase": "shipped", "owner": "bob"},
+    ]) == [
+        "a (running, alice): 2 running, 1 idle, 120.5 slot-s used (241 core-s)",
+        "b (shipped, bob)",
+    ]  # fmt: skip

@@ -2,19 +2,27 @@
 to the lease's collector; its pilots are the lease's (a new round of them when none is
 alive and jobs are idle), shared with the lease's other exports, never cancelled by it.
 
+Each joined export keeps its own trust domain and signing key, as a plain export has
+(see remote_pool.joined_schedd_config): two tokens, one of each key, are all the lease
+and the export know of each other, and stopping the export takes the lease's back.
+
 Stdlib only: this module runs at the site, inside the agent's zipapp.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from lumberjack.core.contract import ExportLayout
-from lumberjack.site import remote_pool
+from lumberjack.site import pilot_token, remote_pool
 from lumberjack.site.files import AgentError, make_private, read_plan
 from lumberjack.site.job_queue import job_counts, place_queue
-from lumberjack.site.pools.base import Pool
+from lumberjack.site.pools.base import Pool, make_local_dirs
 from lumberjack.site.pools.lease import LeasePool
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
@@ -38,22 +46,74 @@ class JoinedPool(Pool):
         return LeasePool(lease, plan)
 
     def settings(self) -> PoolSettings:
-        """The lease's address, port and trust domain; the rest is the export's own."""
+        """The lease's address and port; the rest (its trust domain too) the export's own."""
         lease = self.lease().settings()
-        own = replace(self.need_plan(), address=lease.address, port=lease.port)
-        return replace(self.settings_of(own), domain=lease.trust_domain)
+        return self.settings_of(replace(self.need_plan(), address=lease.address, port=lease.port))
 
     def launch(self) -> dict[str, Any]:
         """Place the queue, start only a schedd reporting to the lease's collector, and
         (if none of the lease's pilots is alive and jobs are idle) a round of its pilots."""
         self.prepare()
         lease = self.lease()
+        lease_settings = lease.settings()
         settings = self.settings()
         placed = place_queue(self.layout, settings.site_user, settings.trust_domain)
-        config = remote_pool.joined_schedd_config(settings, lease.layout)
+        config = remote_pool.joined_schedd_config(settings, lease_settings.trust_domain)
+        self.advertise_token(lease, lease_settings)
         pool = self.start_pool(settings, config=config)
+        self.negotiator_token_of(settings)  # in the export's container, running now
         make_private(self.layout.root)
         pilots = lease.submit_pilots(
-            lease.settings(), waiting=lambda: job_counts(self.layout).get("idle", 0)
+            lease_settings, waiting=lambda: job_counts(self.layout).get("idle", 0)
         )
         return {"place": placed, "pool": pool, "pilots": pilots, "lease": lease.layout.name}
+
+    def advertise_token(self, lease: LeasePool, lease_settings: PoolSettings) -> None:
+        """The export's own signing key, and its schedd's token of the lease's key (to
+        advertise to the lease's collector)."""
+        layout = self.layout
+        make_local_dirs(layout, "log", "lock", "run", "execute")
+        make_signing_key(Path(layout.pool_local, "passwords.d", "POOL"))
+        identity = remote_pool.joined_identity(layout.name, lease_settings.trust_domain)
+        token = self.token(
+            lease_settings, lease.layout.pool_config, identity, remote_pool.JOINED_SCHEDD_AUTHZ
+        )
+        pilot_token.write(Path(layout.pool_local, "tokens.d", remote_pool.JOINED_TOKEN), token)
+
+    def negotiator_token_of(self, settings: PoolSettings) -> None:
+        """The lease negotiator's token of the export's key (to negotiate with its schedd)."""
+        identity = f"{remote_pool.NEGOTIATOR_IDENTITY}@{settings.trust_domain}"
+        token = self.token(
+            settings, self.layout.pool_config, identity, remote_pool.NEGOTIATOR_AUTHZ
+        )
+        pilot_token.write(self.negotiator_token(), token)
+
+    @staticmethod
+    def token(settings: PoolSettings, config: str, identity: str, authz: tuple[str, ...]) -> str:
+        try:
+            return pilot_token.create(settings, config, identity, authz)
+        except RuntimeError as exc:
+            raise AgentError(str(exc)) from None
+
+    def negotiator_token(self) -> Path:
+        """The lease negotiator's token for this export's schedd, in the lease's pool."""
+        tokens = Path(self.pilot_holder.pool_local, "tokens.d")
+        return tokens / remote_pool.negotiator_token_name(self.layout.name)
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the schedd (see Pool.stop), then take the lease's negotiator's token back:
+        nothing of this export's domain stays trusted in the lease."""
+        answer = super().stop()
+        if self.plan is not None and self.plan.lease:
+            with contextlib.suppress(FileNotFoundError):
+                self.negotiator_token().unlink()
+        return answer
+
+
+def make_signing_key(path: Path) -> None:
+    """The pool's signing key (0600), once: a joined pool runs no collector to make it."""
+    if path.exists():
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(48))

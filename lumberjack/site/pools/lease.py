@@ -81,9 +81,45 @@ class LeasePool(Pool):
                 # Slot ads (condor_status's default): -startd lists the startd daemons' own.
                 answer["startds"] = self.ads(None, "name", "state", "activity")
                 answer["schedds"] = self.ads("-schedd", "name", "idle", "running")
+                answer["accounting"] = self.accounting(answer["schedds"])
             except AgentError as exc:  # a collector just starting: the pilots still count
                 answer["collector_error"] = str(exc)
         return answer
+
+    def accounting(self, schedds: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+        """Per joined export (its schedd `X@lumberjack-X`, its submitter
+        `<site account>@lumberjack-X`): its jobs idle and running as its schedd
+        advertises them, and the lease's accountant's usage (slot-seconds, and weighted
+        by cores) and slots in use, which stay after the export came home (the
+        negotiator's, through condor_userprio)."""
+        per: dict[str, dict[str, Any]] = {}
+        for ad in schedds:
+            export = export_of(ad["name"])
+            if export:
+                jobs = {k: _number(ad[k]) for k in ("idle", "running")}
+                per.setdefault(export, _no_usage()).update(jobs)
+        for ad in self.usage():
+            export = export_of(ad["name"])
+            if export:
+                entry = per.setdefault(export, {"idle": 0, "running": 0, **_no_usage()})
+                entry["usage_s"] += _number(ad["usage"])
+                entry["weighted_usage_s"] += _number(ad["weighted"])
+                entry["slots_in_use"] += _number(ad["in_use"])
+        return per
+
+    def usage(self) -> list[dict[str, str]]:
+        """The accountant's record of every submitter and group, from the negotiator
+        (condor_userprio -l: one ad each, a blank line between them)."""
+        records: list[dict[str, str]] = [{}]
+        for line in self.in_pool("condor_userprio", "-allusers", "-l").splitlines():
+            key, sep, value = line.partition(" = ")
+            if not line.strip():
+                records.append({})
+            elif sep:
+                records[-1][key.strip()] = value.strip().strip('"')
+        return [{"name": ad.get("Name", ""), "usage": ad.get("AccumulatedUsage", ""),
+                 "weighted": ad.get("WeightedAccumulatedUsage", ""),
+                 "in_use": ad.get("ResourcesUsed", "")} for ad in records if ad]  # fmt: skip
 
     def ads(self, kind: str | None, *keys: str) -> list[dict[str, str]]:
         """The lease's collector's ads of `kind` (None: slots), each as {key: value}."""
@@ -100,3 +136,22 @@ class LeasePool(Pool):
         crash_point("lease.after-pilots-gone")
         self.stop_central_manager()
         return {"cancelled_pilots": cancelled, "pool_stopped": True}
+
+
+def export_of(name: str) -> str:
+    """The export a joined schedd's or submitter's name (`...@lumberjack-X`) is of."""
+    _, _, domain = name.rpartition("@")
+    prefix = remote_pool.DOMAIN_PREFIX
+    return domain[len(prefix) :] if domain.startswith(prefix) else ""
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:  # "undefined": none yet
+        return 0
+    return int(value) if value.is_integer() else round(value, 1)
+
+
+def _no_usage() -> dict[str, Any]:
+    return {"usage_s": 0, "weighted_usage_s": 0, "slots_in_use": 0}
