@@ -7,6 +7,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,3 +58,13 @@ def make_private(root: str) -> int:
             os.chmod(name, stat.S_IMODE(st.st_mode) & 0o700, dir_fd=dir_fd)
             changed += 1
     return changed
+
+
+def make_signing_key(path: Path) -> None:
+    """The pool's signing key (0600), once, where no collector has made it yet: a joined
+    export's (it runs none), an allocation lease's (its collector starts with a round)."""
+    if path.exists():
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(48))

@@ -369,15 +369,26 @@ def allocation_node_script(
 
 
 def lease_config(settings: PoolSettings) -> str:
-    """condor_config of a lease's central manager: pool_config without a schedd, whose
-    collector takes the ads of joined exports' schedds (and masters) only with a token
-    of this lease's key, each for the export its identity names (COLLECTOR_REQUIREMENTS:
-    one export cannot overwrite another's ad)."""
+    """condor_config of a lease's central manager on the login node: pool_config without
+    a schedd, with lease_collector_rules."""
     title = f"condor_lumberjack lease pool {settings.layout.name}"
+    return (
+        pool_config(settings, title=title)
+        + (
+            "# A lease: collector and negotiator only; each joined export runs its own schedd.\n"
+            "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+        )
+        + lease_collector_rules(settings)
+    )
+
+
+def lease_collector_rules(settings: PoolSettings) -> str:
+    """What a lease's central manager adds wherever it runs (login node or head node):
+    its collector takes the ads of joined exports' schedds (and masters) only with a
+    token of this lease's key, each for the export its identity names
+    (COLLECTOR_REQUIREMENTS: one export cannot overwrite another's ad)."""
     joined = f"{JOINED_PREFIX}*@{settings.trust_domain}"
-    return pool_config(settings, title=title) + (
-        "# A lease: collector and negotiator only; each joined export runs its own schedd.\n"
-        "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+    return (
         "# The negotiator's ad within CLASSAD_LIFETIME: joined schedds and condor_userprio\n"
         "# (lease status's accounting) find the negotiator through it.\n"
         "NEGOTIATOR_UPDATE_INTERVAL = 20\n"
@@ -473,17 +484,22 @@ def joined_schedd_config(settings: PoolSettings, lease_domain: str) -> str:
 
 def lease_head_config(settings: PoolSettings) -> str:
     """head_config of a lease's central manager: collector and negotiator only."""
-    return head_config(settings) + (
-        "# A lease: collector and negotiator only; the head runs each joined schedd.\n"
-        "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+    return (
+        head_config(settings)
+        + (
+            "# A lease: collector and negotiator only; the head runs each joined schedd.\n"
+            "DAEMON_LIST = MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR\n"
+        )
+        + lease_collector_rules(settings)
     )
 
 
-def joined_alloc_schedd_config(settings: PoolSettings, lease: ExportLayout) -> str:
+def joined_alloc_schedd_config(settings: PoolSettings, lease_domain: str) -> str:
     """joined_schedd_config for a schedd the lease's head node runs: the head's address
     and collector from the environment node.sh sets there, sockets and locks on the node."""
     name = settings.layout.name
-    base = joined_schedd_config(replace(settings, address=f"$ENV({HEAD_ADDRESS_ENV})"), lease)
+    head = replace(settings, address=f"$ENV({HEAD_ADDRESS_ENV})")
+    base = joined_schedd_config(head, lease_domain)
     return base + (
         '# On the lease\'s head node (placement "allocation"): its address and collector.\n'
         f"COLLECTOR_HOST = $ENV({COLLECTOR_ENV})\n"

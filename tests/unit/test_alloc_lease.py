@@ -56,17 +56,35 @@ def test_the_head_runs_the_leases_collector_and_negotiator_only() -> None:
 def test_a_joined_schedd_on_the_head_reports_to_the_collector_announced() -> None:
     lease, export = ExportLayout("/sites/lease-calib"), ExportLayout("/sites/run-1")
     domain = settings(lease).trust_domain
-    values = config_values(
-        remote_pool.joined_alloc_schedd_config(settings(export, domain=domain), lease)
-    )
+    values = config_values(remote_pool.joined_alloc_schedd_config(settings(export), domain))
     assert values["DAEMON_LIST"] == "MASTER, SCHEDD"
     assert values["COLLECTOR_HOST"] == "$ENV(LJ_COLLECTOR)"
     assert values["NETWORK_INTERFACE"] == "$ENV(LJ_HEAD_ADDRESS)"
     assert values["SPOOL"] == export.spool  # on the shared filesystem
     assert values["RUN"] == "$ENV(LJ_HEAD_RUN)/run-1/run"  # sockets on the node
     assert values["LOCK"] == "$ENV(LJ_HEAD_RUN)/run-1/lock"
-    assert values["SEC_PASSWORD_DIRECTORY"] == f"{lease.pool_local}/passwords.d"
-    assert values["TRUST_DOMAIN"] == "lumberjack-lease-calib"
+    # Its own trust domain and key, as on the login node (a shared lease: see
+    # test_leases.py); only the lease's negotiator, by token, may negotiate.
+    assert values["SEC_PASSWORD_DIRECTORY"] == "$(LOCAL_DIR)/passwords.d"
+    assert values["LOCAL_DIR"] == export.pool_local
+    assert values["TRUST_DOMAIN"] == "lumberjack-run-1"
+    assert values["ALLOW_NEGOTIATOR"] == "negotiator@lumberjack-run-1"
+    assert values["SCHEDD.SEC_CLIENT_AUTHENTICATION_METHODS"] == "IDTOKENS"
+
+
+def test_the_head_collector_takes_joined_schedds_only_by_their_own_token() -> None:
+    """The same rules as a lease's collector on the login node (lease_collector_rules)."""
+    lease = ExportLayout("/sites/lease-calib")
+    head = config_values(remote_pool.lease_head_config(settings(lease)))
+    login = config_values(remote_pool.lease_config(settings(lease)))
+    for key in (
+        "COLLECTOR_REQUIREMENTS",
+        "ALLOW_ADVERTISE_SCHEDD",
+        "SEC_ADVERTISE_SCHEDD_AUTHENTICATION_METHODS",
+        "NEGOTIATOR_UPDATE_INTERVAL",
+    ):
+        assert head[key] == login[key], key
+    assert "schedd-*@lumberjack-lease-calib" in head["ALLOW_ADVERTISE_SCHEDD"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")

@@ -12,15 +12,13 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lumberjack.core.contract import ExportLayout
 from lumberjack.site import pilot_token, remote_pool
-from lumberjack.site.files import AgentError, make_private, read_plan
+from lumberjack.site.files import AgentError, make_private, make_signing_key, read_plan
 from lumberjack.site.job_queue import job_counts, place_queue
 from lumberjack.site.pools.base import Pool, make_local_dirs
 from lumberjack.site.pools.lease import LeasePool
@@ -101,19 +99,13 @@ class JoinedPool(Pool):
         return tokens / remote_pool.negotiator_token_name(self.layout.name)
 
     def stop(self) -> dict[str, Any]:
-        """Stop the schedd (see Pool.stop), then take the lease's negotiator's token back:
-        nothing of this export's domain stays trusted in the lease."""
+        """Stop the schedd (see Pool.stop), then take the lease's negotiator's token back."""
         answer = super().stop()
+        self.forget_negotiator_token()
+        return answer
+
+    def forget_negotiator_token(self) -> None:
+        """Nothing of this export's domain stays trusted in the lease once it stopped."""
         if self.plan is not None and self.plan.lease:
             with contextlib.suppress(FileNotFoundError):
                 self.negotiator_token().unlink()
-        return answer
-
-
-def make_signing_key(path: Path) -> None:
-    """The pool's signing key (0600), once: a joined pool runs no collector to make it."""
-    if path.exists():
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(secrets.token_urlsafe(48))

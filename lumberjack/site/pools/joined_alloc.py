@@ -43,10 +43,10 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
         return AllocationLeasePool(lease, plan)
 
     def settings(self) -> PoolSettings:
-        """The export's own, in the lease's trust domain; the address is the head's."""
+        """The export's own, its trust domain too (see JoinedPool); the address is the
+        head's."""
         plan = replace(self.need_plan(), address=login_address(), port=1)
-        domain = self.lease().settings().trust_domain
-        return replace(self.settings_of(plan), port=0, domain=domain)
+        return replace(self.settings_of(plan), port=0)
 
     def request(self) -> Path:
         return Path(self.pilot_holder.joined, self.layout.name)
@@ -62,14 +62,18 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
         placed_now = place_queue(self.layout, settings.site_user, settings.trust_domain)
         crash_point("joined.after-place")
         make_local_dirs(self.layout, "log", "execute")
-        config = remote_pool.joined_alloc_schedd_config(settings, lease.layout)
+        lease_settings = lease.settings()
+        config = remote_pool.joined_alloc_schedd_config(settings, lease_settings.trust_domain)
         Path(self.layout.pool_config).write_text(config)
+        # The two tokens, minted here (short commands, no daemon): see JoinedPool.
+        self.advertise_token(lease, lease_settings)
+        self.negotiator_token_of(settings)
         Path(self.layout.schedd_script).write_text(remote_pool.schedd_script(settings))
         os.chmod(self.layout.schedd_script, 0o700)
         make_private(self.layout.root)
         write_atomically(self.request(), self.layout.root + "\n")
         pilots = lease.submit_round(
-            lease.settings(), waiting=lambda: resumable(job_counts(self.layout))
+            lease_settings, waiting=lambda: resumable(job_counts(self.layout))
         )
         return {"place": placed_now, "pool": {"started": False, "placement": "allocation"},
                 "pilots": pilots, "lease": lease.layout.name}  # fmt: skip
@@ -82,6 +86,7 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
             write_atomically(Path(f"{self.request()}~release"), "")
             crash_point("joined.after-release-request")
             released = self.wait_released()
+        self.forget_negotiator_token()
         return {"stopped_schedd": released, "cancelled_pilots": [],
                 "logs": gather_logs.gather_safely(self.layout.root, self.plan)}  # fmt: skip
 

@@ -17,9 +17,10 @@ from typing import Any, Callable
 from lumberjack.core.contract import ALIVE, ExportLayout, PilotState
 from lumberjack.site import remote_pool
 from lumberjack.site.batch import BatchError
-from lumberjack.site.files import AgentError
+from lumberjack.site.files import AgentError, make_signing_key
 from lumberjack.site.job_queue import expire_leases
 from lumberjack.site.pools.allocation import AllocationPool
+from lumberjack.site.pools.base import make_local_dirs
 from lumberjack.site.pools.lease import LeasePool
 from lumberjack.site.remote_pool import PoolSettings
 
@@ -40,8 +41,12 @@ class AllocationLeasePool(AllocationPool, LeasePool):
         return {"ready": ready, "joined_dir": self.layout.joined}
 
     def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
-        """Nothing starts here: the directory exports join through is made."""
+        """Nothing starts here: the directory exports join through is made, and the
+        lease's signing key (an export that joins before the first round starts gets its
+        schedd's token of it at once)."""
         Path(self.layout.joined).mkdir(mode=0o700, exist_ok=True)
+        make_local_dirs(self.layout, "log", "execute")
+        make_signing_key(Path(self.layout.pool_local, "passwords.d", "POOL"))
         return {"started": False, "placement": "allocation"}
 
     def stop_central_manager(self) -> None:
