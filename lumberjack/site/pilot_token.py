@@ -39,11 +39,15 @@ def create(
     identity: str,
     authz: tuple[str, ...],
     lifetime_s: int | None = None,
+    *,
+    fresh: bool = False,
 ) -> str:
     """An IDTOKEN for `identity` limited to `authz`, signed with the key of the pool
-    whose condor_config is `config` (its trust domain the issuer)."""
+    whose condor_config is `config` (its trust domain the issuer); made in the running
+    pool, or with `fresh` in a fresh container (no pool runs on the login node)."""
     lifetime = ["-lifetime", str(int(lifetime_s))] if lifetime_s is not None else []
-    code, output = settings.runtime.run_in_pool(
+    run = settings.runtime.run_fresh if fresh else settings.runtime.run_in_pool
+    code, output = run(
         config, "condor_token_create", "-identity", identity, *lifetime,
         *[arg for scope in authz for arg in ("-authz", scope)],
     )  # fmt: skip

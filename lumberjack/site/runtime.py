@@ -147,16 +147,13 @@ class ContainerRuntime:
     def run_in_pool(self, config: str, *command: str) -> tuple[int, str]:
         """`command` with CONDOR_CONFIG=config in the running pool: its exit code, and
         its output (stdout; stderr and stdout when it failed)."""
-        try:
-            result = subprocess.run(
-                self.argv(config, *command), capture_output=True, text=True,
-                stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-        except OSError as exc:
-            return 127, str(exc)
-        if result.returncode != 0:
-            return result.returncode, result.stderr + result.stdout
-        return 0, result.stdout
+        return _answer(self.argv(config, *command))
+
+    def run_fresh(self, config: str, *command: str) -> tuple[int, str]:
+        """run_in_pool's answer for `command` run in a fresh container: where no pool
+        runs on the login node (placement "allocation": it runs on a compute node)."""
+        script = self.wrap(config, *(shlex.quote(word) for word in command))
+        return _answer(["/bin/sh", "-c", script])
 
     # -- configs ------------------------------------------------------------------------
 
@@ -450,3 +447,14 @@ def unpack_release(tarball: str, target: str, sha256: str = "") -> bool:
         raise ReleaseError(f"cannot unpack the HTCondor tarball {tarball}: {exc}") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _answer(argv: list[str]) -> tuple[int, str]:
+    """`argv`'s exit code and output (stdout; stderr and stdout when it failed)."""
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        return 127, str(exc)
+    if result.returncode != 0:
+        return result.returncode, result.stderr + result.stdout
+    return 0, result.stdout

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import testbed
 from journey import (
     alive_pilots,
     expected_outputs,
@@ -52,9 +53,10 @@ def nothing_on_login_node(*names: str) -> None:
 
 def sync_until(name: str, phase: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
+    said = ""
     while (now := Ledger().get(name).phase) != phase:
-        assert time.monotonic() < deadline, f"{name} still {now}"
-        lumberjack("sync", "--name", name, "--json", check=False)
+        assert time.monotonic() < deadline, f"{name} still {now}; sync said: {said}"
+        said = lumberjack("sync", "--name", name, "--json", check=False).stdout[-600:]
         time.sleep(2)
 
 
@@ -66,7 +68,8 @@ def test_a_lease_in_the_allocation(workspace: Path, state_dir: Path, at_site: di
     created = last_json(
         lumberjack(
             "lease", "create", lease, "--site", SITE, "--nodes", "1", "--cores", "2",
-            "--walltime", "20m", "--idle-shutdown", "5m", "--json",
+            "--walltime", "20m", "--idle-shutdown", "5m", "--owner", testbed.SUBMITTER,
+            "--json",
         )
     )  # fmt: skip
     assert created["phase"] == "active" and created["site"] == SITE
@@ -170,7 +173,8 @@ def test_a_lease_in_the_allocation_through_one_mfa_login(
     created = last_json(
         lumberjack(
             "lease", "create", lease, "--site", mfa_alloc_profile, "--nodes", "1",
-            "--cores", "2", "--walltime", "15m", "--idle-shutdown", "3m", "--json",
+            "--cores", "2", "--walltime", "15m", "--idle-shutdown", "3m",
+            "--owner", testbed.SUBMITTER, "--json",
         )
     )  # fmt: skip
     assert created["phase"] == "active" and created["site"] == mfa_alloc_profile

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from lumberjack.core.contract import ExportLayout
 from lumberjack.site import pilot_token, remote_pool
@@ -28,6 +28,10 @@ from lumberjack.site.remote_pool import PoolSettings
 
 class JoinedPool(Pool):
     """A schedd in a lease's pool."""
+
+    #: Where the two tokens are made: in the pools running on the login node (the
+    #: lease's, the export's once started), or in a fresh container where none runs.
+    MINTS_IN_FRESH_CONTAINER: ClassVar[bool] = False
 
     @property
     def pilot_holder(self) -> ExportLayout:
@@ -86,10 +90,13 @@ class JoinedPool(Pool):
         )
         pilot_token.write(self.negotiator_token(), token)
 
-    @staticmethod
-    def token(settings: PoolSettings, config: str, identity: str, authz: tuple[str, ...]) -> str:
+    def token(
+        self, settings: PoolSettings, config: str, identity: str, authz: tuple[str, ...]
+    ) -> str:
         try:
-            return pilot_token.create(settings, config, identity, authz)
+            return pilot_token.create(
+                settings, config, identity, authz, fresh=self.MINTS_IN_FRESH_CONTAINER
+            )
         except RuntimeError as exc:
             raise AgentError(str(exc)) from None
 

@@ -33,6 +33,8 @@ RELEASE_TIMEOUT_S = 300
 class JoinedAllocationPool(JoinedPool, AllocationPool):
     """A schedd the lease's head node runs; its status is AllocationPool's (the log's)."""
 
+    MINTS_IN_FRESH_CONTAINER = True  # nothing of the lease or the export runs here
+
     def lease(self) -> AllocationLeasePool:
         lease = self.pilot_holder
         plan = read_plan(lease)
