@@ -32,6 +32,8 @@ EXPECTED_AT_SITE = result_attrs.SITE_INTERNAL
 
 _RESULT = frozenset(a.lower() for a in RESULT_ATTRS)
 _IDLE = frozenset(a.lower() for a in IDLE_RESULT_ATTRS)
+#: What diff_names leaves out of a job's report: results (taken or refused) and bookkeeping.
+_NOT_A_CHANGE = _RESULT | EXPECTED_AT_SITE
 
 
 @dataclass
@@ -51,7 +53,7 @@ class SiteChanges(JsonRecord):
 def diff_names(before: jql.Ad, after: jql.Ad, skip: Iterable[str] = ()) -> SiteChanges:
     """Attribute names changed, added and removed from ``before`` to ``after``
     (case-insensitive), except those in ``skip`` (lower-case) and site-internal ones."""
-    skipped = set(skip)
+    skipped = skip if isinstance(skip, (set, frozenset)) else set(skip)
     old = {a.lower(): (a, v) for a, v in before.attrs.items()}
     new = {a.lower(): (a, v) for a, v in after.attrs.items()}
     out = SiteChanges()
@@ -89,7 +91,7 @@ def take_results(
     status = status_of(returned.get("JobStatus"))
     final = status in FINAL
     allowed = _RESULT if final else _IDLE
-    changes = diff_names(sent, returned, _RESULT | EXPECTED_AT_SITE)
+    changes = diff_names(sent, returned, _NOT_A_CHANGE)
     memory = None
     sent_attrs = _Spellings(sent.attrs)
     new_attrs = _Spellings(ad.attrs)
@@ -97,7 +99,7 @@ def take_results(
         low = name.lower()
         if low not in allowed or sent_attrs.get(name) == value or is_undefined(value):
             continue  # undefined: "no value", the job keeps its own
-        good = result_attrs.checked(name, value)
+        good = _checked(name, value)
         if good is None and low == "memoryusage":
             memory = (name, value)  # once ResidentSetSize is in
         elif good is None:
@@ -119,6 +121,9 @@ def take_results(
 
 #: jql.fold_name of the attribute names met (the same few hundred in every job's ad).
 _fold = functools.lru_cache(maxsize=4096)(jql.fold_name)
+#: result_attrs.checked of the (name, value) pairs met: most results read the same in
+#: every job of an export (its status, exit code, counters), a check is a pure function.
+_checked = functools.lru_cache(maxsize=1 << 16)(result_attrs.checked)
 
 
 class _Spellings:
