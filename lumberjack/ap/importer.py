@@ -425,11 +425,16 @@ def _plan_jobs(
     """Each merged job's returned files checked and its outputs planned."""
     plans = []
     total = 0
+    spool_prefix = path_map.remote_spool + "/"  # normalised, never "/" (norm_spool)
     for job_id in manifest.jobs:
         if job_id not in merge.statuses:
             continue
         paths = path_map.jobs[job_id]
-        relative = posixpath.relpath(paths.remote_iwd, path_map.remote_spool)
+        remote_iwd = paths.remote_iwd  # the spool's own layout in a checked path map
+        if remote_iwd.startswith(spool_prefix):
+            relative = remote_iwd[len(spool_prefix) :]
+        else:
+            relative = posixpath.relpath(remote_iwd, path_map.remote_spool)
         job_dir = spool / check_safe_relative(relative, f"job {job_id}")
         present, size = list_returned_files(job_dir, job_id, limits)
         total += size
