@@ -13,6 +13,7 @@ twice, no job merged twice (the schedd only merges jobs still managed externally
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import posixpath
@@ -516,6 +517,19 @@ def list_returned_files(
     return sorted(found), size
 
 
+def _without_gc(func: Callable[..., ImportReport]) -> Callable[..., ImportReport]:
+    """``func`` with the cyclic collector paused (see plan_import) until the schedd has
+    merged the plan: resumed before, it would walk all of the plan once more."""
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> ImportReport:
+        with jql.no_gc():
+            return func(*args, **kwargs)
+
+    return run
+
+
+@_without_gc
 def run_import(
     schedd: LocalSchedd | None,
     bundle_dir: Path,
