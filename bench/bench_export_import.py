@@ -333,17 +333,23 @@ map, putting every path and owner back, writing the merge log, and the same sche
 |---:|---:|---:|---:|
 {import_rows}
 
-Where lumberjack's part goes (cProfile of `import --in` at 10,000 jobs): the merge, each
-job the access point's own ad plus only its checked results with the site's other
-changes listed (about a third); reading and checking the manifest's path map, field by
-field (about a sixth); parsing and replaying the returned log, and the sent one, read once
-and hashed while it is parsed (its size bounds the returned queue); planning each job's
-outputs; the CLI's start-up (click, and the module of `export` and `import`, which loads
-the site profiles' models); writing the merge log; and the schedd's call, in a child that
-is the jobs' owner. The bare call checks none of it. Each job's "placed" record is one
-line of an append-only journal, fsynced every 1,000 jobs. What would move it further: a
-merge that takes the returned log's records as they are read (no replayed whole queue),
-a path map checked as each job is merged, and `import` in a CLI module of its own.
+Where lumberjack's part goes (cProfile of `import --in` at 10,000 jobs): parsing and
+replaying the returned log and the sent one (read once and hashed while it is parsed; its
+size bounds the returned queue), about a quarter; the merge, each job the access point's
+own ad plus only its checked results with the site's other changes listed (about a
+sixth: the work on attribute names is done once per shape of ad, each result's check
+remembered); the schedd's call, in a child that is the jobs' owner and reads the
+HTCondor configuration again (about a fifth, the bare call's own work included);
+reading and checking the manifest's path map (about a tenth); planning each job's
+outputs (a job's allowed directories are worked out only when something came back to
+place); the CLI's start-up (`import` is a module of its own: no site profile models);
+writing the merge log. The cyclic collector is paused for the whole import (nothing it
+builds is in a cycle), and a job with nothing to place takes on no identity. The bare
+call checks none of it. Each job's "placed" record is one line of an append-only
+journal, fsynced every 1,000 jobs. What would move it further: a faster parse and
+replay of job_queue.log (the same code as `inspect`), a merge that takes the returned
+log's records as they are read (no replayed whole queue), and a path map whose records
+need no check field by field.
 
 ## Peak memory (RSS)
 

@@ -13,6 +13,7 @@ twice, no job merged twice (the schedd only merges jobs still managed externally
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import posixpath
@@ -375,6 +376,28 @@ def plan_import(
     """Check everything that came back; raise BadInput before any change. The bundle is
     read as ``owner``, the returned spool as ``reader`` (None: as this process)."""
     limits = limits or Limits.from_env(BadInput)
+    # Parsing, merging and planning build a few objects per attribute and free none until
+    # the end, none in a cycle: the cyclic collector would walk them all, again and again.
+    with jql.no_gc():
+        manifest, path_map, merge, returned_at = _merged(
+            bundle_dir, spool, manifest_sha256, read, owner, reader, site
+        )
+        with acting_as(reader):
+            plans = _plan_jobs(spool, manifest, path_map, merge, limits, returned_at)
+    return manifest, merge, plans
+
+
+def _merged(
+    bundle_dir: Path,
+    spool: Path,
+    manifest_sha256: str | None,
+    read: bundle_mod.ReadManifest | None,
+    owner: Owner | None,
+    reader: Owner | None,
+    site: str | None,
+) -> tuple[bundle_mod.Manifest, PathMap, QueueMerge, float]:
+    """plan_import's checked manifest and path map, the merge, and when the returned
+    queue was written."""
     with acting_as(owner):
         manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
         path_map = PathMap.from_json(manifest.path_map)
@@ -389,33 +412,47 @@ def plan_import(
         returned = read_returned_queue(spool / QUEUE_LOG, sent_bytes, sent_records)
         returned_at = os.stat(spool / QUEUE_LOG).st_mtime
     merge = merge_queue(returned, sent, path_map, list(manifest.jobs), consume=True, site=site)
-    del returned, sent
+    return manifest, path_map, merge, returned_at
 
+
+def _plan_jobs(
+    spool: Path,
+    manifest: bundle_mod.Manifest,
+    path_map: PathMap,
+    merge: QueueMerge,
+    limits: Limits,
+    returned_at: float,
+) -> list[JobPlan]:
+    """Each merged job's returned files checked and its outputs planned."""
     plans = []
     total = 0
-    with acting_as(reader):
-        for job_id in manifest.jobs:
-            if job_id not in merge.statuses:
-                continue
-            paths = path_map.jobs[job_id]
-            relative = posixpath.relpath(paths.remote_iwd, path_map.remote_spool)
-            job_dir = spool / check_safe_relative(relative, f"job {job_id}")
-            present, size = list_returned_files(job_dir, job_id, limits)
-            total += size
-            if total > limits.total_bytes:
-                raise BadInput(
-                    f"the returned files exceed {limits.total_bytes} bytes in total "
-                    f"(set {limits.total_bytes_var} to allow more); nothing imported"
-                )
-            placements = plan_outputs(paths, present, paths.transfer_output)
-            plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
-            plan.returned_at = returned_at
-            plan.checkpoint = checkpoint_home.plan(paths, plan.status, present, merge.ads)
-            if any(p.kind == "userlog" for p in placements):
-                data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
-                plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
-            plans.append(plan)
-    return manifest, merge, plans
+    spool_prefix = path_map.remote_spool + "/"  # normalised, never "/" (norm_spool)
+    for job_id in manifest.jobs:
+        if job_id not in merge.statuses:
+            continue
+        paths = path_map.jobs[job_id]
+        remote_iwd = paths.remote_iwd  # the spool's own layout in a checked path map
+        if remote_iwd.startswith(spool_prefix):
+            relative = remote_iwd[len(spool_prefix) :]
+        else:
+            relative = posixpath.relpath(remote_iwd, path_map.remote_spool)
+        job_dir = spool / check_safe_relative(relative, f"job {job_id}")
+        present, size = list_returned_files(job_dir, job_id, limits)
+        total += size
+        if total > limits.total_bytes:
+            raise BadInput(
+                f"the returned files exceed {limits.total_bytes} bytes in total "
+                f"(set {limits.total_bytes_var} to allow more); nothing imported"
+            )
+        placements = plan_outputs(paths, present, paths.transfer_output)
+        plan = JobPlan(paths, placements, job_dir, merge.statuses[job_id])
+        plan.returned_at = returned_at
+        plan.checkpoint = checkpoint_home.plan(paths, plan.status, present, merge.ads)
+        if any(p.kind == "userlog" for p in placements):
+            data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
+            plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
+        plans.append(plan)
+    return plans
 
 
 def _read_returned(path: Path) -> bytes:
@@ -480,6 +517,19 @@ def list_returned_files(
     return sorted(found), size
 
 
+def _without_gc(func: Callable[..., ImportReport]) -> Callable[..., ImportReport]:
+    """``func`` with the cyclic collector paused (see plan_import) until the schedd has
+    merged the plan: resumed before, it would walk all of the plan once more."""
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> ImportReport:
+        with jql.no_gc():
+            return func(*args, **kwargs)
+
+    return run
+
+
+@_without_gc
 def run_import(
     schedd: LocalSchedd | None,
     bundle_dir: Path,

@@ -82,6 +82,8 @@ def place_job(
     CannotPlace (nothing of the job placed when the check finds it) or BadInput.
     """
     done = Placed()
+    if not plan.placements:  # nothing came back to place: no identity to take on
+        return done
     sources: dict[str, tuple[int, os.stat_result]] = {}
     try:
         with acting_as(reader):

@@ -169,9 +169,19 @@ def plan_outputs(
 class _Plan:
     def __init__(self, job: JobPaths, ctx: str) -> None:
         self.ctx = ctx
-        self.roots = allowed_roots(job)
+        self.job = job
+        # The roots are worked out when the first output is placed (most jobs of a large
+        # import bring none back); a remap no root can come from is refused here, as it
+        # always was: the only one allowed_roots refuses is a path with a NUL in it.
+        self._roots = allowed_roots(job) if any("\x00" in d for _, d in job.remaps) else None
         self.placements: list[Placement] = []
         self._by_dest: dict[str, Placement] = {}
+
+    @property
+    def roots(self) -> list[str]:
+        if self._roots is None:
+            self._roots = allowed_roots(self.job)
+        return self._roots
 
     def add(self, source: str, dest: str, kind: str) -> None:
         dest = normpath(dest)

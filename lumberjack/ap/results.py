@@ -32,6 +32,8 @@ EXPECTED_AT_SITE = result_attrs.SITE_INTERNAL
 
 _RESULT = frozenset(a.lower() for a in RESULT_ATTRS)
 _IDLE = frozenset(a.lower() for a in IDLE_RESULT_ATTRS)
+#: What diff_names leaves out of a job's report: results (taken or refused) and bookkeeping.
+_NOT_A_CHANGE = _RESULT | EXPECTED_AT_SITE
 
 
 @dataclass
@@ -51,28 +53,42 @@ class SiteChanges(JsonRecord):
 def diff_names(before: jql.Ad, after: jql.Ad, skip: Iterable[str] = ()) -> SiteChanges:
     """Attribute names changed, added and removed from ``before`` to ``after``
     (case-insensitive), except those in ``skip`` (lower-case) and site-internal ones."""
-    skipped = set(skip)
-    old = {a.lower(): (a, v) for a, v in before.attrs.items()}
-    new = {a.lower(): (a, v) for a, v in after.attrs.items()}
-    out = SiteChanges()
-    internal, prefixes = result_attrs.SITE_INTERNAL, result_attrs.SITE_INTERNAL_PREFIXES
-    for low, (name, value) in new.items():
-        # low is name.lower(): result_attrs.is_site_internal(name), without lowering again
-        if low in skipped or low in internal or low.startswith(prefixes):
-            continue
-        before = old.get(low)
-        if before is None:
+    skipped = skip if isinstance(skip, frozenset) else frozenset(skip)
+    return _diff(before.attrs, after.attrs, tuple(after.attrs), skipped)
+
+
+def _diff(
+    old: dict[str, str], new: dict[str, str], new_names: tuple[str, ...], skipped: frozenset[str]
+) -> SiteChanges:
+    """diff_names of two ads' attributes; the names' part of the work (the same in every
+    job of an export) done once per pair of name lists (_diff_shape)."""
+    pairs, removed = _diff_shape(tuple(old), new_names, skipped)
+    out = SiteChanges(removed=list(removed))
+    for name, was in pairs:
+        if was is None:
             out.added.append(name)
-        elif before[1] != value:
+        elif old[was] != new[name]:
             out.changed.append(name)
-    out.removed = [
-        name
-        for low, (name, _) in old.items()
-        if low not in new
-        and low not in skipped
-        and not (low in internal or low.startswith(prefixes))
-    ]
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _diff_shape(
+    old_names: tuple[str, ...], new_names: tuple[str, ...], skipped: frozenset[str]
+) -> tuple[tuple[tuple[str, str | None], ...], tuple[str, ...]]:
+    """(each name of ``new_names`` to report with its spelling in ``old_names`` or None,
+    the names of ``old_names`` removed), names compared in lower case: where two
+    spellings lower alike, the last of each list stands for both."""
+    old = {a.lower(): a for a in old_names}
+    new = {a.lower(): a for a in new_names}
+    internal, prefixes = result_attrs.SITE_INTERNAL, result_attrs.SITE_INTERNAL_PREFIXES
+
+    def reported(low: str) -> bool:  # result_attrs.is_site_internal, without lowering again
+        return not (low in skipped or low in internal or low.startswith(prefixes))
+
+    pairs = tuple((name, old.get(low)) for low, name in new.items() if reported(low))
+    removed = tuple(name for low, name in old.items() if low not in new and reported(low))
+    return pairs, removed
 
 
 def take_results(
@@ -89,15 +105,17 @@ def take_results(
     status = status_of(returned.get("JobStatus"))
     final = status in FINAL
     allowed = _RESULT if final else _IDLE
-    changes = diff_names(sent, returned, _RESULT | EXPECTED_AT_SITE)
+    back = returned.attrs
+    names = tuple(back)
+    changes = _diff(sent.attrs, back, names, _NOT_A_CHANGE)
     memory = None
     sent_attrs = _Spellings(sent.attrs)
     new_attrs = _Spellings(ad.attrs)
-    for name, value in returned.attrs.items():
-        low = name.lower()
-        if low not in allowed or sent_attrs.get(name) == value or is_undefined(value):
+    for name, low in _results_in(names, allowed):
+        value = back[name]
+        if sent_attrs.get(name) == value or is_undefined(value):
             continue  # undefined: "no value", the job keeps its own
-        good = result_attrs.checked(name, value)
+        good = _checked(name, value)
         if good is None and low == "memoryusage":
             memory = (name, value)  # once ResidentSetSize is in
         elif good is None:
@@ -119,6 +137,17 @@ def take_results(
 
 #: jql.fold_name of the attribute names met (the same few hundred in every job's ad).
 _fold = functools.lru_cache(maxsize=4096)(jql.fold_name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _results_in(names: tuple[str, ...], allowed: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """(name, its lower case) of each of an ad's attribute names that is in ``allowed``."""
+    return tuple((name, name.lower()) for name in names if name.lower() in allowed)
+
+
+#: result_attrs.checked of the (name, value) pairs met: most results read the same in
+#: every job of an export (its status, exit code, counters), a check is a pure function.
+_checked = functools.lru_cache(maxsize=1 << 16)(result_attrs.checked)
 
 
 class _Spellings:

@@ -14,7 +14,7 @@ from lumberjack.cli.common import LumberjackGroup, exit_codes_help
 #: never loads the SSH libraries it does not use; --help imports them all.
 COMMAND_MODULES = {
     "export": "export_cmd",
-    "import": "export_cmd",
+    "import": "import_cmd",
     "unexport": "export_cmd",
     "exports": "export_cmd",
     "inspect": "inspect_cmd",

@@ -15,7 +15,7 @@ import functools
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 T = TypeVar("T")
 
@@ -153,28 +153,86 @@ def _dataclass(cls: Any, data: Any, where: str) -> Any:
     if not names.issuperset(data):
         raise RecordError(f"{where}: unknown field {sorted(set(data) - names)[0]!r}")
     values = {}
-    for name, hint, plain, required in fields:
+    for name, hint, plain, required, convert in fields:
         if name in data:
             value = data[name]
             if plain is None or type(value) in plain:
                 values[name] = value
-            else:
-                values[name] = _build(hint, value, f"{where}.{name}")
+                continue
+            if convert is not None:
+                value = convert(value)
+                if value is not _MISS:
+                    values[name] = value
+                    continue
+            values[name] = _build(hint, data[name], f"{where}.{name}")
         elif required:
             raise RecordError(f"{where}: missing field {name!r}")
     return cls(**values)
 
 
+_Field = tuple[str, Any, Any, bool, Optional[Callable[[Any], Any]]]
+
+
 @functools.cache
-def _field_plan(cls: type) -> tuple[frozenset[str], tuple[tuple[str, Any, Any, bool], ...]]:
-    """(init field names, (name, type, _as_is(type), required) of each) of a dataclass."""
+def _field_plan(cls: type) -> tuple[frozenset[str], tuple[_Field, ...]]:
+    """(init field names, (name, type, _as_is(type), required, _converter(type)) of each)
+    of a dataclass."""
     hints, known = _init_fields(cls)
     fields = tuple(
         (name, hints[name], _as_is(hints[name]),
-         f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+         f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+         _converter(hints[name]))
         for name, f in known.items()
     )  # fmt: skip
     return frozenset(known), fields
+
+
+#: What a converter returns for a value not of its simple shape.
+_MISS = object()
+
+
+@functools.cache
+def _converter(kind: Any) -> Callable[[Any], Any] | None:
+    """For a list or dict of plain values, or a list of tuples of them: a function giving
+    what _build gives for a value of exactly that shape (from JSON: the usual case), in
+    one pass and without a field path per item; _MISS for any other value, which _build
+    then checks (and names what is wrong). None for other types."""
+    _, origin, args = _shape(kind)
+    if origin is dict and len(args) == 2:
+        keys, values = _as_is(args[0]), _as_is(args[1])
+        if keys and values:
+            return lambda v: (
+                dict(v)
+                if type(v) is dict
+                and all(type(k) in keys for k in v)
+                and all(type(x) in values for x in v.values())
+                else _MISS
+            )
+        return None
+    if origin is not list or len(args) != 1:
+        return None
+    items = _as_is(args[0])
+    if items:
+        return lambda v: list(v) if type(v) is list and all(type(x) in items for x in v) else _MISS
+    _, inner, parts = _shape(args[0])
+    kinds = tuple(_as_is(a) for a in parts)
+    if inner is not tuple or not parts or Ellipsis in parts or not all(kinds):
+        return None
+    size = len(kinds)
+
+    def tuples(v: Any) -> Any:
+        if type(v) is not list:
+            return _MISS
+        out = []
+        for x in v:
+            if type(x) not in (list, tuple) or len(x) != size:
+                return _MISS
+            if not all(type(e) in k for e, k in zip(x, kinds)):  # type: ignore[operator]
+                return _MISS
+            out.append(tuple(x))
+        return out
+
+    return tuples
 
 
 def _expect(ok: bool, where: str, what: str) -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from lumberjack.ap import checkpoint_home, importer
 from lumberjack.ap.export import Plan, write_bundle
-from lumberjack.cli.export_cmd import _reported
+from lumberjack.cli.import_cmd import _reported
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.errors import BadInput

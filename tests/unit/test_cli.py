@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import lumberjack.cli.export_cmd as export_cmd
+import lumberjack.cli.import_cmd as import_cmd
 import lumberjack.cli.site_cmd  # noqa: F401  (registers the commands on `cli`)
 from lumberjack.ap import export as export_mod
 from lumberjack.cli import cli
@@ -112,7 +113,7 @@ def test_a_second_import_says_nothing_new_was_done(
     returned = lifecycle.returned_dir(ledger, ledger.get("calib"))
     jqlw.write_log(returned / "job_queue.log", site_bundle.queue_ads(remote_spool, ("4", "2")))
     schedd = fake.FakeSchedd()
-    monkeypatch.setattr(export_cmd, "LocalSchedd", lambda: schedd)
+    monkeypatch.setattr(import_cmd, "LocalSchedd", lambda: schedd)
     first = invoke("import", "calib")
     assert first.stdout == (
         "imported 2 jobs of 'calib': 1 completed, 1 handed back idle; 0 output files placed\n"

@@ -46,3 +46,9 @@ def test_help_lists_every_command() -> None:
     commands = done.stdout.split("Commands:")[1].split("Exit codes")[0]
     listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
     assert listed == set(COMMAND_MODULES)
+
+
+def test_import_never_loads_the_site_profiles_models() -> None:
+    # `import` is a module of its own: its start-up is part of every import's time.
+    loaded = _modules_after("import", "--help")
+    assert not {"pydantic", "lumberjack.profiles.model", "lumberjack.ap.export"} & loaded

@@ -248,6 +248,16 @@ def test_destination_outside_original_directories_is_refused() -> None:
         plan.add("x", IWD + "/../../../etc/passwd", "output")
 
 
+def test_a_remap_with_a_nul_is_refused_with_or_without_outputs() -> None:
+    # The path map comes from the manifest: a remap no directory can be made of refuses
+    # the job whether or not anything came back to be placed.
+    j = job(TransferOutputRemaps=q("a.txt = out/a.txt"))
+    j.remaps = [("a.txt", "out\x00/a.txt")]
+    for present in ([], ["a.txt"]):
+        with pytest.raises(BadInput, match=r"job 3\.0 remap contains a NUL character"):
+            plan_outputs(j, present, None)
+
+
 def test_check_safe_relative_accepts_ordinary_names() -> None:
     for name in ("a", "sub dir/file name.txt", ".hidden", "a..b", "unié/中"):
         assert check_safe_relative(name) == name

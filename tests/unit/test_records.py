@@ -67,6 +67,47 @@ def test_wrong_shapes_name_the_field(mutate, message: str) -> None:
     assert str(caught.value) == message
 
 
+@dataclass
+class Plain(JsonRecord):
+    names: list[str] = field(default_factory=list)
+    sizes: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    table: dict[str, str] = field(default_factory=dict)
+    pairs: list[tuple[str, int]] = field(default_factory=list)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"names": ["a", "b"], "table": {"k": "v"}, "pairs": [["a", 1], ("b", 2)]},
+         Plain(["a", "b"], table={"k": "v"}, pairs=[("a", 1), ("b", 2)])),
+        ({"sizes": [1, 2.5]}, Plain(sizes=[1.0, 2.5])),  # ints become floats, as ever
+        ({"names": ("a",)}, "plain.names: not a list"),
+        ({"names": ["a", 1]}, "plain.names[1]: not a str"),
+        ({"counts": [1, True]}, "plain.counts[1]: not an int"),
+        ({"sizes": [1, "2"]}, "plain.sizes[1]: not a number"),
+        ({"table": {"k": 1}}, "plain.table['k']: not a str"),
+        ({"table": []}, "plain.table: not an object"),
+        ({"pairs": [["a", 1, 2]]}, "plain.pairs[0]: not a list of 2"),
+        ({"pairs": [["a", "1"]]}, "plain.pairs[0][1]: not an int"),
+        ({"pairs": [["a", False]]}, "plain.pairs[0][1]: not an int"),
+        ({"pairs": "ab"}, "plain.pairs: not a list"),
+    ],
+)  # fmt: skip
+def test_lists_and_dicts_of_plain_values_are_checked_item_by_item(data, expected) -> None:
+    # Such fields take a quick pass when every item fits; any other value is checked
+    # one item at a time, and the error names the item.
+    if isinstance(expected, str):
+        with pytest.raises(RecordError) as caught:
+            from_json(Plain, data, "plain")
+        assert str(caught.value) == expected
+    else:
+        got = from_json(Plain, data, "plain")
+        assert got == expected
+        assert [type(p) for p in got.pairs] == [tuple] * len(got.pairs)
+        assert all(type(s) is float for s in got.sizes)
+
+
 def test_to_json_of_plain_values_is_identity() -> None:
     assert to_json({"a": (1, 2), "b": [Path("/x")]}) == {"a": [1, 2], "b": ["/x"]}
 

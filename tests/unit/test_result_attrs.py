@@ -7,7 +7,7 @@ import pytest
 
 from lumberjack.ap import result_attrs, results
 from lumberjack.ap.result_attrs import checked
-from lumberjack.cli.export_cmd import _import_text
+from lumberjack.cli.import_cmd import _import_text
 from lumberjack.core import jobqueuelog as jql
 
 # ---- the table ----------------------------------------------------------------------
