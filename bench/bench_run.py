@@ -94,14 +94,21 @@ def slot_costs(ads: list[dict]) -> dict:
             "gaps_over_1s": sum(1 for g in gaps if g > 1), "gaps": len(gaps)}  # fmt: skip
 
 
-def run(work: Path) -> dict:
-    os.environ.setdefault("LUMBERJACK_TESTBED_DIR", str(testbed.testbed_dir()))
-    shutil.rmtree(work, ignore_errors=True)
+#: The second workload: the same jobs, naming their outputs. HTCondor's starter waits 1 s
+#: after the input transfer of a job that names none (its outputs are then the files whose
+#: modification time changed, in whole seconds); a job that names them skips that second,
+#: and meets the shadow's "retry" instead (see _each_second).
+NAMED_OUTPUTS = {"transfer_output_files": "result.txt, renamed.txt"}
+
+
+def journey_once(work: Path, tag: str, **submit: str) -> dict:
+    """One `run --wait` of JOBS jobs (`submit`: more of their submit description), timed
+    from its start; every job's dates from the history; the export cleaned up after."""
     work.mkdir(parents=True)
     os.chown(work, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
-    name = f"bench-run-{os.getpid()}"
+    name = f"bench-run-{tag}-{os.getpid()}"
     job_dir = journey.make_job_dir(work, "jobs-run")
-    cluster = journey.submit(job_dir, JOBS, arguments=f"$(Process) $(code) {JOB_S}")
+    cluster = journey.submit(job_dir, JOBS, arguments=f"$(Process) $(code) {JOB_S}", **submit)
     started = time.time()
     try:
         result = journey.lumberjack(
@@ -114,59 +121,166 @@ def run(work: Path) -> dict:
         answer = journey.last_json(result) if result.stdout.strip() else {}
         marks = timeline(name, started)
         outputs = sorted(p.name for p in (job_dir / "results").iterdir())
-        costs = slot_costs(journey.history(cluster, TIMES, JOBS, timeout=150))
+        ads = journey.history(cluster, TIMES, JOBS, timeout=150)
     finally:
         cleaned = journey.lumberjack("cleanup", name, check=False)
         if cleaned.returncode != 0:
             journey.lumberjack("unexport", name, check=False)
             journey.lumberjack("cleanup", name, check=False)
-        shutil.rmtree(work, ignore_errors=True)
     imported = answer.get("imported") or {}
+    return {
+        "exit": result.returncode,
+        "completed": imported.get("completed"),
+        "outputs_back": len(outputs),
+        "seconds": round(seconds, 1),
+        "ratio_vs_goal": round(seconds / goal_s(), 2),
+        "ratio_vs_ideal": round(seconds / ideal_s(), 2),
+        "timeline": marks,
+        "span": job_span(ads, started),
+        "slot_costs": slot_costs(ads),
+        "error": result.stderr.strip()[-300:] if result.returncode else "",
+    }
+
+
+def job_span(ads: list[dict], started: float) -> dict:
+    """The first shadow's start and the last job's completion, seconds from the start of
+    `run` (the jobs' own dates: whole seconds)."""
+    starts = [ad["JobCurrentStartDate"] for ad in ads if ad.get("JobCurrentStartDate")]
+    ends = [ad["CompletionDate"] for ad in ads if ad.get("CompletionDate")]
+    if not starts or not ends:
+        return {}
+    return {"first_start_s": round(min(starts) - started, 1),
+            "last_end_s": round(max(ends) - started, 1)}  # fmt: skip
+
+
+def run(work: Path) -> dict:
+    os.environ.setdefault("LUMBERJACK_TESTBED_DIR", str(testbed.testbed_dir()))
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        plain = journey_once(work / "plain", "plain")
+        named = journey_once(work / "named", "named", **NAMED_OUTPUTS)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return {
         "jobs": JOBS,
         "job_s": JOB_S,
         "slots": NODES * CORES,
         "poll_s": POLL_S,
-        "exit": result.returncode,
-        "completed": imported.get("completed"),
-        "outputs_back": len(outputs),
-        "seconds": round(seconds, 1),
         "ideal_s": round(ideal_s(), 1),
         "goal_s": round(goal_s(), 1),
-        "ratio_vs_goal": round(seconds / goal_s(), 2),
-        "ratio_vs_ideal": round(seconds / ideal_s(), 2),
-        "timeline": marks,
-        "slot_costs": costs,
-        "error": result.stderr.strip()[-300:] if result.returncode else "",
+        **plain,
+        "named_outputs": named,
     }
 
 
-def _slot_text(r: dict) -> str:
-    c = r.get("slot_costs") or {}
-    if not c.get("jobs_seen"):
-        return "The jobs' own dates were not found in the history: no per-slot breakdown."
-    per_claim = c["jobs_seen"] / c["slots_seen"]
-    gap = f"**{c['gap_s']} s** ({c['gaps_over_1s']} of {c['gaps']} gaps over 1 s)"
-    why = (
-        "Claims are reused: the schedd hands a dynamic slot the next idle job when one "
-        "ends, with no negotiation between jobs. What a slot loses is each job's own "
-        "set-up and wind-down: a shadow and a starter per job, their authentication, the "
-        "sandbox and the transfers, all of them (and the access point's and the site's "
-        "daemons) on a machine with 2 cores for 6 slots."
-        if per_claim > 1.5
-        else "Claims are not reused: every job waited for the negotiator to match it to a "
-        "new dynamic slot."
+#: What each change of issue 24 cut, measured once (2026-11) from the site daemons' own
+#: logs with sub-second timestamps (D_SUB_SECOND) in 24-job runs and from the commands
+#: alone at the site; the bench does not rerun it.
+CHANGES = (
+    ("`SINGULARITY_RUN_TEST_BEFORE_JOB = FALSE`", "every job",
+     "an `apptainer test` container, 0.12-0.31 s, before the job's own", "none",
+     "~0.2 s a job: ~6 s of a slot's 33 jobs"),
+    ("`FILETRANSFER_PLUGINS`: curl and data only", "startd start",
+     "2.8 s to the slot's first state (box, gdrive, onedrive: 1.45 s)", "1.7 s",
+     "~1.1 s to the first job"),
+    ("`NEGOTIATOR_INTERVAL`, `NEGOTIATOR_CYCLE_DELAY` 2 s → 1 s", "first match",
+     "0-2 s after the startd's first ad", "0-1 s", "~0.5 s on average"),
+    ("the pool's container ended by SIGTERM to its init", "fetch",
+     "`apptainer instance stop`: 2.3 s (1.6 s idle)", "25 ms alone", "~2.2 s"),
+    ("launch and stop look for daemons every 0.1 s, not 0.5 s", "launch, fetch",
+     "up to 0.5 s a wait", "up to 0.1 s", "~0.2 s a wait, 3 waits"),
+)  # fmt: skip
+
+
+def changes_table() -> str:
+    head = "| change | where | before | after | saved |\n|---|---|---|---|---|\n"
+    return head + "\n".join("| " + " | ".join(row) + " |" for row in CHANGES)
+
+
+#: This section's figures before the changes of issue 24 (BENCHMARKS.md of 2026-11-26).
+BEFORE = {"running": 7.5, "fetch": 4.2, "per_job": 2.16}
+
+#: Looked at and left as they were (same measurements).
+LEFT = """Looked at and left: the nested container's options. `apptainer exec` of the site
+image's SIF takes 0.12-0.15 s alone (`--no-init`, `--no-mount` change nothing measurable),
+of an unpacked sandbox directory 0.07-0.1 s: 30-50 ms a job, for 3.7 s of unpacking and
+the image's size again on every node, not taken. JOB_START_DELAY (0) and JOB_START_COUNT
+(1) are HTCondor's defaults and start the shadows within milliseconds; CLAIM_WORKLIFE and
+SHADOW_WORKLIFE already let every claim run job after job; STARTER_UPDATE_INTERVAL does
+not touch jobs of 1 s."""
+
+
+def _mean(costs: dict, key: str) -> float:
+    return costs.get(key) or 0.0
+
+
+def _each_second(r: dict) -> str:
+    """The timeline of the jobs that name no outputs, explained."""
+    c, span = r.get("slot_costs") or {}, r.get("span") or {}
+    if not c.get("jobs_seen") or not span:
+        return "The jobs' own dates were not found in the history: no breakdown."
+    at = dict(r["timeline"])
+    launched = at.get("launch done", 0.0)
+    per_slot = c["jobs_seen"] / c["slots_seen"]
+    per_job = _mean(c, "setup_s") + _mean(c, "run_s") + _mean(c, "gap_s")
+    named = (r.get("named_outputs") or {}).get("slot_costs") or {}
+    n_span = (r.get("named_outputs") or {}).get("span") or {}
+    named_verdict = (
+        f"its jobs ran from {n_span['first_start_s']} s to {n_span['last_end_s']} s "
+        f"({n_span['last_end_s'] - n_span['first_start_s']:.0f} s, against "
+        f"{span['last_end_s'] - span['first_start_s']:.0f} s)"
+        if n_span
+        else "its jobs' dates were not found"
     )
-    return f"""What holds it back is the jobs' time on their slots ("phase finished" row, polled
-every {r["poll_s"]} s). From the jobs' own dates (whole seconds, means over
-{c["jobs_seen"]} jobs): the shadow's start to the executable's start (claim activation,
-input transfer) **{c["setup_s"]} s**; the executable's start to completion ({r["job_s"]} s of
-work, then the output transfer) **{c["run_s"]} s**; one job's completion to the next job's
-start on the same dynamic slot {gap if c["gaps"] else "(no slot ran two jobs)"}. The jobs
-ran on {c["slots_seen"]} dynamic slots, {per_claim:.1f} jobs per claim. {why} Export, ship,
-launch, fetch and import together take under 20 s, as the goal allows.
-What would move it: more cores than slots (the ideal assumes the slots' overhead runs
-elsewhere), and for jobs this short, fewer and longer jobs."""
+    running = at.get("phase running", 0.0) - launched
+    fetch = at.get("fetch done", 0.0) - at.get("phase finished", 0.0)
+    imported = at.get("import done", 0.0) - at.get("fetch done", 0.0)
+    return f"""**To the first job** ({span["first_start_s"]} s after `run` started, by the jobs' own
+dates; the ledger's "phase running" is the next poll that saw it): the command's start
+and its questions to the access point's schedd ({at.get("phase exporting", 0.0):.1f} s), export,
+ship and launch (done at {launched:.1f} s: the pool started, the pilot submitted); then at
+the site Slurm
+starts the pilot (under a second on an idle testbed, more when other jobs hold its
+nodes), each node's startd starts (1.7 s: HTCondor's own probes of Java, Docker,
+Apptainer with three test containers, and the two file-transfer plugins), sends its
+first ad 1 s later, and the next negotiation cycle (at most 1 s) matches it: the schedd
+claims the slots and starts the first shadows.
+
+**On a slot** ({per_slot:.1f} jobs each, means over {c["jobs_seen"]} jobs): the shadow's start
+to the executable's **{c["setup_s"]} s**: claim activation, a starter, the input transfer
+(milliseconds), then **1.0 s of HTCondor's own**: the starter sleeps a second after
+the input transfer of a job that names no outputs (it sends back the files whose
+modification time changed, in whole seconds). The executable's start to completion
+**{c["run_s"]} s**: the nested Apptainer container's start and end (0.1 s alone, 0.2-0.4 s
+with six slots on 2 cores), the job's {r["job_s"]} s, the output transfer. One job's end to
+the next one's start on the slot **{c["gap_s"]} s** ({c["gaps_over_1s"]} of {c["gaps"]} gaps
+over 1 s): claims are reused, no negotiation between jobs. {per_slot:.1f} x
+{per_job:.2f} s: the jobs ran from {span["first_start_s"]} s to {span["last_end_s"]} s.
+
+**The tail** ({r["seconds"] - span["last_end_s"]:.1f} s from the last job's end to `run`
+returning): the next status poll (every {r["poll_s"]} s) sees every job finished; fetch
+({fetch:.1f} s): the schedd stopped with its queue final, the pilots cancelled, the
+pool's container stopped, the spool and the logs downloaded; import ({imported:.1f} s, by
+the access point's schedd, which other work on this machine shares).
+
+**The same jobs naming their outputs** (`transfer_output_files`): the starter skips its
+second but asks the shadow for the go-ahead at once, and a shadow still busy with the
+input transfer answers "retry": the starter asks again 5 s later (2 of 12 first asks in
+a run with the starters' full debug log). Set-up {named.get("setup_s")} s, run
+{named.get("run_s")} s per job; {named_verdict}. So that second ({1 / per_job:.0%} of a
+slot's time for jobs of {r["job_s"]} s) is HTCondor's and stays: for jobs this short,
+fewer and longer jobs.
+
+What each change cut, each measured on its own (the daemons' logs with sub-second
+timestamps in 24-job runs, the commands alone at the site). Against this section's run
+before them ("launch done" to "phase running" {BEFORE["running"]} s, fetch {BEFORE["fetch"]} s,
+a job's time on its slot {BEFORE["per_job"]} s): {running:.1f} s, fetch {fetch:.1f} s; a
+job's time on its slot ({per_job:.2f} s) did not shrink measurably
+on this machine, whose 2 cores the slots share with everything else running on it.
+
+{changes_table()}
+
+{LEFT}"""
 
 
 def markdown(r: dict) -> str:
@@ -177,27 +291,39 @@ def markdown(r: dict) -> str:
     rows.append(f"| `run` returns | {r['seconds']:.1f} s | +{r['seconds'] - before:.1f} s |")
     steps = "\n".join(rows)
     failed = f" (exit {r['exit']}: {r['error']})" if r["exit"] else ""
+    n = r.get("named_outputs") or {}
+    named_row = (
+        f"| the same jobs naming their outputs | {n['seconds']} s "
+        f"(first job at {(n.get('span') or {}).get('first_start_s')} s) | {r['goal_s']} s | "
+        f"**{n['ratio_vs_goal']}x** |"
+        if n
+        else ""
+    )
+    named_failed = f" (exit {n['exit']}: {n['error']})" if n.get("exit") else ""
     return f"""## run --wait end to end: {r["jobs"]} jobs of {r["job_s"]} s on the testbed site
 
 One `condor_lumberjack run --ids CLUSTER --site testbed --nodes 3 --cores 2 --wait
 --poll {r["poll_s"]}`: export, ship, launch (the pool, one pilot of 3 nodes x 2 cores =
 {r["slots"]} slots), wait, fetch, import (bench/bench_run.py). Ideal: {r["jobs"]} x
 {r["job_s"]} s / {r["slots"]} slots = {r["ideal_s"]} s; goal (issue P8): 1.3 x ideal + 20 s =
-{r["goal_s"]} s.
+{r["goal_s"]} s. Run twice: the jobs as the other sections submit them (no
+`transfer_output_files`), and the same jobs naming their outputs.
 
 | measure | today | goal | ratio |
 |---|---:|---:|---:|
 | `run --wait`, start to return | {r["seconds"]} s | {r["goal_s"]} s | **{r["ratio_vs_goal"]}x** |
+{named_row}
 
 {r["completed"]} of {r["jobs"]} jobs came back completed, {r["outputs_back"]} outputs in
-place{failed}; {r["ratio_vs_ideal"]}x the ideal. Where the time went (the ledger's record of
-the export, from the start of `run`):
+place{failed}; {r["ratio_vs_ideal"]}x the ideal (naming their outputs: {n.get("completed")}
+completed, {n.get("outputs_back")} outputs{named_failed}). Where the time went (the
+ledger's record of the export, from the start of `run`):
 
 | step | at | took |
 |---|---:|---:|
 {steps}
 
-{_slot_text(r)}
+{_each_second(r)}
 """
 
 

@@ -50,6 +50,8 @@ def test_every_job_runs_in_a_fixed_container_of_the_site_image(runtime: str) -> 
     assert config["SINGULARITY_USE_PID_NAMESPACES"] == "TRUE"  # -C: own PID, IPC, env
     assert config["SINGULARITY_MOUNT_HOME"] == "FALSE"
     assert config["SINGULARITY_TARGET_DIR"] == "/srv"
+    # No `apptainer test` container before each job's own (it isolates nothing).
+    assert config["SINGULARITY_RUN_TEST_BEFORE_JOB"] == "FALSE"
     assert config["START"].startswith(f"($(START)) && {job_container.JOB_GUARD} && ")
 
 

@@ -190,6 +190,27 @@ def test_idle_startds_shut_down() -> None:
     assert values["STARTD_NOCLAIM_SHUTDOWN"] == "420"
 
 
+@pytest.mark.parametrize("runtime", ["apptainer", "none"])
+def test_startds_probe_only_the_transfer_plugins_a_job_here_can_use(runtime: str) -> None:
+    # Every listed plugin runs before the startd first advertises; box, gdrive and
+    # onedrive need a credd that no lumberjack pool runs.
+    settings = make_settings(runtime_name=runtime, release="/scratch/lj/release")
+    plugins = config_values(remote_pool.pilot_config(settings))["FILETRANSFER_PLUGINS"]
+    assert [p.strip() for p in plugins.split(",")] == [
+        "$(LIBEXEC)/curl_plugin", "$(LIBEXEC)/data_plugin",
+    ]  # fmt: skip
+
+
+def test_a_new_startd_is_matched_within_a_second() -> None:
+    # Nothing tells the negotiator that a pilot's startd arrived: its next cycle does.
+    for config in (remote_pool.pool_config(make_settings()),
+                   remote_pool.lease_config(make_settings())):  # fmt: skip
+        values = config_values(config)
+        assert values["NEGOTIATOR_INTERVAL"] == "1"
+        assert values["NEGOTIATOR_CYCLE_DELAY"] == "1"  # quiet after a long cycle
+        assert values["NEGOTIATOR_MIN_INTERVAL"] == "1"
+
+
 @needs_bash
 @pytest.mark.parametrize("memory_mb", [0, 2048])
 def test_node_script_passes_bash_n(tmp_path: Path, memory_mb: int) -> None:

@@ -18,6 +18,7 @@ from conftest import load_fixture_module
 
 from lumberjack.core.contract import ExportLayout, ReleasePlan
 from lumberjack.site import remote_pool
+from lumberjack.site import runtime as runtime_module
 from lumberjack.site.batch import get_batch_system
 from lumberjack.site.files import AgentError
 from lumberjack.site.pools import LoginPool
@@ -81,21 +82,36 @@ def test_apptainer_wraps_a_command_as_before() -> None:
 
 
 # A stand-in for the `singularity` command spython runs (Apptainer installs it as its
-# other name): it records each call and keeps one instance's existence in a file.
+# other name): it records each call and keeps one instance, a real process of its own
+# (the instance's init; LJ_INIT_IGNORES_TERM: one that ignores SIGTERM), whose PID it
+# keeps in a file and lists while the process runs.
 STAND_IN = """#!/usr/bin/env python3
-import json, os, sys
+import json, os, signal, subprocess, sys
 args = sys.argv[1:]
 with open(os.environ["LJ_CALLS"], "a") as calls:
     calls.write(json.dumps(args) + "\\n")
 state = os.environ["LJ_INSTANCE"]
 words = [a for a in args if not a.startswith("-")]
+
+def running():
+    try:
+        pid = int(open(state).read())
+        stat = open(f"/proc/{pid}/stat").read()
+    except (OSError, ValueError):
+        return None
+    return pid if stat.rsplit(")", 1)[1].split()[0] != "Z" else None
+
 if words[:2] == ["instance", "list"]:
-    alive = os.path.exists(state)
-    found = [{"instance": words[2], "pid": 7, "img": "/i/site.sif"}] if alive else []
+    pid = running()
+    found = [{"instance": words[2], "pid": pid, "img": "/i/site.sif"}] if pid else []
     print(json.dumps({"instances": found}))
 elif words[:2] == ["instance", "start"]:
-    open(state, "w").close()
+    trap = "trap '' TERM; " if os.environ.get("LJ_INIT_IGNORES_TERM") else ""
+    init = subprocess.Popen(["sh", "-c", trap + "exec sleep 60"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    open(state, "w").write(str(init.pid))
 elif words[:2] == ["instance", "stop"]:
+    os.kill(running(), signal.SIGKILL)
     os.unlink(state)
 elif words[:1] == ["exec"]:
     command = args[args.index(words[1]) + 1:]
@@ -103,9 +119,8 @@ elif words[:1] == ["exec"]:
 """
 
 
-def test_apptainer_pool_is_an_instance_driven_through_spython(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def stand_in_apptainer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put STAND_IN on PATH; the file its calls go to, one JSON list a line."""
     stand_in = tmp_path / "bin" / "singularity"
     stand_in.parent.mkdir()
     stand_in.write_text(STAND_IN)
@@ -114,25 +129,50 @@ def test_apptainer_pool_is_an_instance_driven_through_spython(
     monkeypatch.setenv("PATH", f"{stand_in.parent}:{os.environ['PATH']}")
     monkeypatch.setenv("LJ_CALLS", str(calls))
     monkeypatch.setenv("LJ_INSTANCE", str(tmp_path / "instance"))
+    return calls
+
+
+def test_apptainer_pool_is_an_instance_driven_through_spython(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = stand_in_apptainer(tmp_path, monkeypatch)
     runtime = Apptainer(root=ROOT, image="/i/site.sif", binds=("/data",))
 
     assert runtime.pool_exists() is False
     runtime.start_container()
     assert runtime.pool_exists() is True
+    init = int((tmp_path / "instance").read_text())
     assert runtime.run_in_pool("/c", "printenv", "CONDOR_CONFIG") == (0, "/c\n")
     assert runtime.run_in_pool("/c", "false")[0] != 0
     runtime.stop_container()
     assert runtime.pool_exists() is False
+    assert not runtime_module._running(init)
 
     made = [json.loads(line) for line in calls.read_text().splitlines()]
     (start,) = [c for c in made if "start" in c]
     assert start[start.index("start") + 1:] == [
         "--bind", ROOT, "--bind", "/data", "/i/site.sif", "lumberjack-calib",
     ]  # fmt: skip
-    (stop,) = [c for c in made if "stop" in c]
-    assert stop[-1] == "lumberjack-calib"
+    # Stopped by its init's SIGTERM, without Apptainer's slower `instance stop`.
+    assert not [c for c in made if "stop" in c]
     assert any("instance://lumberjack-calib" in c for c in made)
     assert runtime.master_command("/p") == ("condor_master",)
+
+
+def test_an_instance_that_ignores_sigterm_is_stopped_by_apptainer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = stand_in_apptainer(tmp_path, monkeypatch)
+    monkeypatch.setenv("LJ_INIT_IGNORES_TERM", "1")
+    monkeypatch.setattr(runtime_module, "INSTANCE_STOP_S", 0.5)
+    runtime = Apptainer(root=ROOT, image="/i/site.sif")
+    runtime.start_container()
+    init = int((tmp_path / "instance").read_text())
+    runtime.stop_container()
+    assert runtime.pool_exists() is False
+    assert not runtime_module._running(init)
+    (stop,) = [c for c in map(json.loads, calls.read_text().splitlines()) if "stop" in c]
+    assert stop[-1] == "lumberjack-calib"
     assert runtime.release_lines() == remote_pool.RELEASE_LINES
 
 

@@ -40,7 +40,13 @@ from lumberjack.site.idle_jobs import idle_shapes
 from lumberjack.site.job_queue import job_counts, placed, queue_ads
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
-from lumberjack.site.runtime import ContainerRuntime, RuntimeFailure, get_runtime, last_line
+from lumberjack.site.runtime import (
+    POLL_S,
+    ContainerRuntime,
+    RuntimeFailure,
+    get_runtime,
+    last_line,
+)
 
 SCHEDD_TIMEOUT_S = 120
 #: How long `stop` waits for cancelled pilots to be gone (Slurm's KillWait is 30 s).
@@ -167,7 +173,7 @@ class Pool:
                 raise AgentError(
                     f"no {what} after {SCHEDD_TIMEOUT_S} s; see {layout.pool_local}/log"
                 )
-            time.sleep(0.5)
+            time.sleep(POLL_S)
         write_contract(layout.pool_state, PoolState(settings.address, settings.port))
         return {"started": True, "collector": settings.collector}
 
@@ -200,7 +206,7 @@ class Pool:
             if time.monotonic() > deadline:
                 what = program or "the pool"
                 raise AgentError(f"{what} still running after {SCHEDD_TIMEOUT_S} s")
-            time.sleep(0.5)
+            time.sleep(POLL_S)
 
     # ---- pilots ----------------------------------------------------------------------
 
