@@ -207,11 +207,13 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
         parts.get(s) or old_blocks(HEADINGS[s]) for s in SECTIONS
     )
     body = _PROFILE_DIRS.sub("", body)
-    ran = ", ".join(results["sections"])
-    (ROOT / "BENCHMARKS.md").write_text(
+    path = ROOT / "BENCHMARKS.md"
+    old = path.read_text() if path.exists() else ""
+    when = targets.measured_when(old, results["sections"], results["date"])
+    path.write_text(
         f"""# Benchmarks
 
-Measured by `make bench` (sections: {ran}) on {results["date"]} ({results["machine"]}),
+{when} ({results["machine"]}),
 on the testbed's real HTCondor schedd. Machines are shared and noisy: compare the ratios,
 not the seconds. Rerun everything with `make bench`, or some sections with
 `python bench/run.py export log` (export, log, shipping, launch, sync, run, many; a section not

@@ -4,6 +4,8 @@ run says so instead of guessing."""
 
 from __future__ import annotations
 
+import re
+import textwrap
 from typing import Any, Callable
 
 Row = tuple[str, str, str, str, str]  # id, measure, today, goal, verdict
@@ -141,3 +143,26 @@ def markdown(results: dict, kept: dict[str, str] | None = None) -> str:
         "rerun keeps\nits last figures (the header names the sections of this run).\n\n"
     )
     return "## Targets\n\n" + intro + "\n".join(lines) + "\n\n"
+
+
+#: "(sections: export, log) on 2026-11-26 11:39" in BENCHMARKS.md's first paragraph.
+_WHEN = re.compile(r"\(sections?: ([a-z, ]+)\) on (\d{4}-\d\d-\d\d \d\d:\d\d)")
+
+
+def measured_when(old_text: str, ran: list[str], date: str) -> str:
+    """The header's "Measured by ..." sentence: the sections of this run on `date`, and
+    every section not rerun on the date the old header gave it (as its text is kept)."""
+    head = " ".join(old_text.split("\n## ")[0].split())
+    dates = {}
+    for names, when in _WHEN.findall(head):
+        dates.update({name.strip(): when for name in names.split(",") if name.strip()})
+    dates.update({name: date for name in ran})
+    by_date: dict[str, list[str]] = {}
+    for name, when in dates.items():
+        by_date.setdefault(when, []).append(name)
+    phrases = [
+        f"(section{'s' if len(names) > 1 else ''}: {', '.join(names)}) on {when}"
+        for when, names in sorted(by_date.items())
+    ]
+    listed = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
+    return textwrap.fill(f"Measured by `make bench` {listed}", width=92)

@@ -46,3 +46,19 @@ def test_the_many_row_is_met_only_when_every_part_is() -> None:
 def test_a_rerun_section_replaces_its_kept_row() -> None:
     old = "| P10 | old | old | old | **not met** |"
     assert row(targets.markdown(many(), {"P10": old}), "P10") != old
+
+
+def test_the_header_keeps_the_date_of_each_section_not_rerun() -> None:
+    old = (
+        "# Benchmarks\n\nMeasured by `make bench` (sections: export, log) on 2026-11-26 11:39,\n"
+        "(section: many) on 2026-11-26 11:51 (x86_64, 2 cores),\non the testbed.\n\n## Targets\n"
+        "(section: run) on 2020-01-01 00:00 is body text, not the header\n"
+    )
+    when = targets.measured_when(old, ["log", "run"], "2026-11-26 15:59")
+    assert " ".join(when.split()) == (
+        "Measured by `make bench` (section: export) on 2026-11-26 11:39, (section: many) on "
+        "2026-11-26 11:51 and (sections: log, run) on 2026-11-26 15:59"
+    )
+    assert targets.measured_when("", ["run"], "2026-11-26 15:59") == (
+        "Measured by `make bench` (section: run) on 2026-11-26 15:59"
+    )
