@@ -209,11 +209,11 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
     body = _PROFILE_DIRS.sub("", body)
     path = ROOT / "BENCHMARKS.md"
     old = path.read_text() if path.exists() else ""
-    when = targets.measured_when(old, results["sections"], results["date"])
+    when = targets.measured_when(old, results["sections"], results["date"], results["machine"])
     path.write_text(
         f"""# Benchmarks
 
-{when} ({results["machine"]}),
+{when}
 on the testbed's real HTCondor schedd. Machines are shared and noisy: compare the ratios,
 not the seconds. Rerun everything with `make bench`, or some sections with
 `python bench/run.py export log` (export, log, shipping, launch, sync, run, many; a section not

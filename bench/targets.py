@@ -149,7 +149,7 @@ def markdown(results: dict, kept: dict[str, str] | None = None) -> str:
 _WHEN = re.compile(r"\(sections?: ([a-z, ]+)\) on (\d{4}-\d\d-\d\d \d\d:\d\d)")
 
 
-def measured_when(old_text: str, ran: list[str], date: str) -> str:
+def measured_when(old_text: str, ran: list[str], date: str, machine: str = "") -> str:
     """The header's "Measured by ..." sentence: the sections of this run on `date`, and
     every section not rerun on the date the old header gave it (as its text is kept)."""
     head = " ".join(old_text.split("\n## ")[0].split())
@@ -165,4 +165,5 @@ def measured_when(old_text: str, ran: list[str], date: str) -> str:
         for when, names in sorted(by_date.items())
     ]
     listed = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
-    return textwrap.fill(f"Measured by `make bench` {listed}", width=92)
+    on = f" ({machine})," if machine else ""
+    return textwrap.fill(f"Measured by `make bench` {listed}{on}", width=92)
