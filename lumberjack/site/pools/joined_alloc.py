@@ -21,9 +21,14 @@ from lumberjack.site import gather_logs, remote_pool
 from lumberjack.site.files import AgentError, make_private, read_plan
 from lumberjack.site.job_queue import job_counts, place_queue
 from lumberjack.site.pools.allocation import AllocationPool, resumable
-from lumberjack.site.pools.base import Pool, login_address, make_local_dirs
+from lumberjack.site.pools.base import Pool, login_address
 from lumberjack.site.pools.joined import JoinedPool
-from lumberjack.site.pools.lease_alloc import HOLDING, AllocationLeasePool
+from lumberjack.site.pools.lease_alloc import (
+    HOLDING,
+    AllocationLeasePool,
+    release_ack,
+    release_request,
+)
 from lumberjack.site.remote_pool import PoolSettings
 
 #: How long `stop` waits for the head to stop the schedd and acknowledge.
@@ -57,18 +62,18 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
         """Queue, config and join request in place; a round of the lease's pilots when
         none is alive and jobs wait."""
         lease = self.lease()
-        if Path(f"{self.request()}~release").exists():
+        if release_request(self.request()).exists():
             raise AgentError(f"{self.layout.name} has left {lease.layout.name}; fetch it")
         self.prepare()
         settings = self.settings()
         placed_now = place_queue(self.layout, settings.site_user, settings.trust_domain)
         crash_point("joined.after-place")
-        make_local_dirs(self.layout, "log", "execute")
         lease_settings = lease.settings()
+        # The two tokens, minted here (short commands, no daemon): see JoinedPool. The
+        # first also makes the pool's local directories and the export's signing key.
+        self.advertise_token(lease, lease_settings)
         config = remote_pool.joined_alloc_schedd_config(settings, lease_settings.trust_domain)
         Path(self.layout.pool_config).write_text(config)
-        # The two tokens, minted here (short commands, no daemon): see JoinedPool.
-        self.advertise_token(lease, lease_settings)
         self.negotiator_token_of(settings)
         Path(self.layout.schedd_script).write_text(remote_pool.schedd_script(settings))
         os.chmod(self.layout.schedd_script, 0o700)
@@ -85,7 +90,7 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
         runs (a round that starts later never starts a released schedd)."""
         released = False
         if Path(self.pilot_holder.joined).is_dir():
-            write_atomically(Path(f"{self.request()}~release"), "")
+            write_atomically(release_request(self.request()), "")
             crash_point("joined.after-release-request")
             released = self.wait_released()
         self.forget_negotiator_token()
@@ -94,7 +99,7 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
 
     def wait_released(self) -> bool:
         """True once the head acknowledged; False when no round runs (nothing to stop)."""
-        ack = Path(f"{self.request()}~released")
+        ack = release_ack(self.request())
         lease = Pool(self.pilot_holder, self.plan)
         deadline = time.monotonic() + RELEASE_TIMEOUT_S
         while not ack.exists():

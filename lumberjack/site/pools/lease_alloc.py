@@ -28,6 +28,17 @@ from lumberjack.site.remote_pool import PoolSettings
 HOLDING = (PilotState.RUNNING, PilotState.FINISHING, PilotState.UNKNOWN)
 
 
+def release_request(request: Path) -> Path:
+    """Beside an export's join request in `joined/`: the export asks to leave (the head's
+    script, templates/node-head-joined.sh.tmpl, spells the same two names)."""
+    return Path(f"{request}~release")
+
+
+def release_ack(request: Path) -> Path:
+    """The head's answer: that export's schedd is stopped, its spool final."""
+    return Path(f"{request}~released")
+
+
 class AllocationLeasePool(AllocationPool, LeasePool):
     """The lease's central manager and its joined schedds on the head node of a round."""
 
@@ -67,7 +78,7 @@ class AllocationLeasePool(AllocationPool, LeasePool):
         """The exports joined and not released (the head runs their schedds)."""
         found = []
         for request in sorted(Path(self.layout.joined).glob("*")):
-            if "~" in request.name or Path(f"{request}~release").exists():
+            if "~" in request.name or release_request(request).exists():
                 continue
             found.append(ExportLayout(request.read_text().strip()))
         return found
@@ -110,8 +121,8 @@ class AllocationLeasePool(AllocationPool, LeasePool):
         for request in sorted(Path(self.layout.joined).glob("*")):
             if "~" in request.name:
                 continue
-            leaving = Path(f"{request}~release").exists()
-            done = Path(f"{request}~released").exists()
+            leaving = release_request(request).exists()
+            done = release_ack(request).exists()
             states[request.name] = "released" if done else "leaving" if leaving else "joined"
         return states
 
