@@ -21,12 +21,13 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, Callable
 
 from lumberjack.ap import as_user, checkpoint_home, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.handover import QUEUE_LOG, handed_over
 from lumberjack.ap.identity import Owner, acting_as, owner_of
+from lumberjack.ap.import_queues import read_returned_queue, read_sent_queue
 from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.output_writer import (
     HOLD_TRANSFER_OUTPUT,
@@ -37,7 +38,7 @@ from lumberjack.ap.output_writer import (
     place_job,
     read_placed,
 )
-from lumberjack.ap.pathmap import PathMap, rewrite_job
+from lumberjack.ap.pathmap import PathMap
 from lumberjack.ap.placement import check_safe_relative, plan_outputs
 from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.ap.schedd import LocalSchedd, import_as_owner
@@ -50,10 +51,6 @@ from lumberjack.core.records import JsonRecord
 from lumberjack.core.returns import NAME_MAX, PATH_MAX, Limits
 from lumberjack.core.safepath import has_control_character
 from lumberjack.errors import BadInput
-
-#: A returned queue may grow this much over the one sent (status, results, history).
-QUEUE_GROWTH = 16
-QUEUE_SLACK_BYTES = 1 << 20
 
 
 @dataclass
@@ -112,137 +109,6 @@ def load_checked_manifest(
             "(its sha256 is not the one the ledger recorded); refusing to import"
         )
     return read.manifest if read is not None else bundle_mod.parse_manifest_bytes(bundle_dir, data)
-
-
-def read_returned_queue(path: Path, sent_bytes: int, sent_records: int) -> dict[str, jql.Ad]:
-    """The returned queue, refused when far larger than the one sent."""
-    max_bytes = QUEUE_GROWTH * sent_bytes + QUEUE_SLACK_BYTES
-    max_records = QUEUE_GROWTH * sent_records + 10_000
-    try:
-        st = os.stat(path, follow_symlinks=False)
-        if not stat.S_ISREG(st.st_mode):
-            raise BadInput(f"returned queue {path} is not a regular file")
-        if st.st_size > max_bytes:
-            raise BadInput(
-                f"returned queue is {st.st_size} bytes, more than {max_bytes} for a queue "
-                f"of {sent_bytes} bytes sent; refusing to read it"
-            )
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as handle:
-            records = jql.parse_file(
-                _BoundedReader(handle, max_bytes), str(path), max_records=max_records
-            )
-    except OSError as exc:
-        raise BadInput(f"returned queue unreadable: {exc.strerror or exc}") from exc
-    except jql.TooManyRecords:
-        raise BadInput(
-            f"returned queue has more than {max_records} records for {sent_records} sent; "
-            "refusing to read it"
-        ) from None
-    except jql.JobQueueLogError as exc:
-        raise BadInput(f"returned queue is corrupt: {exc}") from exc
-    try:
-        return jql.replay(records, str(path))
-    except jql.JobQueueLogError as exc:
-        raise BadInput(f"returned queue is corrupt: {exc}") from exc
-
-
-class _BoundedReader:
-    """A file read a piece at a time (the queue's text never exists whole) that refuses
-    to give more than `limit` bytes: a file growing while it is read is refused too."""
-
-    def __init__(self, handle: BinaryIO, limit: int) -> None:
-        self.handle, self.limit, self.total = handle, limit, 0
-
-    def read(self, size: int, /) -> bytes:
-        data = self.handle.read(size)
-        self.total += len(data)
-        if self.total > self.limit:
-            raise BadInput(f"returned queue grew past {self.limit} bytes while read; refusing it")
-        return data
-
-
-def sent_queue(
-    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None = None
-) -> dict[str, jql.Ad] | None:
-    """The queue as it left the access point, paths rewritten for the site.
-
-    From the bundle's spool/job_queue.log while it is the file the manifest vouches for;
-    else rebuilt from native/job_queue.log (what the schedd exported) by the same rewrite
-    export did (with `import --in` the spool holds the other schedd's queue).
-    """
-    return _read_sent(bundle_dir, manifest, path_map)[0]
-
-
-def _read_sent(
-    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None = None
-) -> tuple[dict[str, jql.Ad] | None, tuple[int, int] | None]:
-    """sent_queue(), and the (bytes, records) of its log when it is the bundle's spool
-    log: read once, hashed while it is parsed (write_log wrote it; _log_size would
-    write it again to count them)."""
-    spool_log = bundle_dir / bundle_mod.SPOOL / QUEUE_LOG
-    entry = next((f for f in manifest.files if f.path == QUEUE_LOG), None)
-    try:
-        with open(spool_log, "rb") as handle:
-            if entry is not None and os.fstat(handle.fileno()).st_size == entry.size:
-                reader = _Hashing(handle)
-                records = jql.parse_file(reader, str(spool_log))
-                if reader.digest.hexdigest() == entry.sha256:
-                    return jql.replay(records, str(spool_log)), (reader.size, len(records))
-    except (OSError, jql.JobQueueLogError):
-        pass
-    return _rebuilt_sent(bundle_dir, manifest, path_map), None
-
-
-class _Hashing:
-    """A file whose bytes are hashed and counted as they are read."""
-
-    def __init__(self, handle: BinaryIO) -> None:
-        self.handle, self.digest, self.size = handle, hashlib.sha256(), 0
-
-    def read(self, size: int, /) -> bytes:
-        data = self.handle.read(size)
-        self.digest.update(data)
-        self.size += len(data)
-        return data
-
-
-def _rebuilt_sent(
-    bundle_dir: Path, manifest: bundle_mod.Manifest, path_map: PathMap | None
-) -> dict[str, jql.Ad] | None:
-    """The sent queue from native/job_queue.log, by the rewrite export did."""
-    try:
-        ads = jql.read_log(bundle_dir / bundle_mod.NATIVE / QUEUE_LOG)
-    except (OSError, jql.JobQueueLogError):
-        return None
-    path_map = path_map or PathMap.from_json(manifest.path_map)
-    clusters = {
-        jql.parse_key(k).cluster: ad for k, ad in ads.items() if jql.key_kind(k) == "cluster"
-    }
-    for key, ad in ads.items():
-        if jql.key_kind(key) != "proc" or key not in path_map.jobs:
-            continue
-        job = jql.parse_key(key)
-        cluster_ad = clusters.get(job.cluster)
-        rewrite = rewrite_job(
-            job.cluster,
-            job.proc,
-            cluster_ad.attrs if cluster_ad else {},
-            ad.attrs,
-            path_map.remote_spool,
-            local_iwd=path_map.jobs[key].local_iwd,
-        )
-        for attr, value in rewrite.proc_overrides.items():
-            ad.set(attr, value)
-    return ads
-
-
-def _sent_queue(bundle_dir: Path) -> dict[str, jql.Ad] | None:
-    """sent_queue() for a bundle whose manifest is read here (tests, older callers)."""
-    try:
-        return sent_queue(bundle_dir, bundle_mod.load_manifest(bundle_dir))
-    except BadInput:
-        return None
 
 
 def _by_number(ads: dict[str, jql.Ad]) -> dict[tuple[int, int], jql.Ad]:
@@ -401,7 +267,7 @@ def _merged(
     with acting_as(owner):
         manifest = load_checked_manifest(bundle_dir, manifest_sha256, read)
         path_map = PathMap.from_json(manifest.path_map)
-        sent, size = _read_sent(bundle_dir, manifest, path_map)
+        sent, size = read_sent_queue(bundle_dir, manifest, path_map)
     if sent is None:
         raise BadInput(
             f"{bundle_dir}: no intact copy of the queue as it left (native/job_queue.log); "

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from lumberjack.core import jobqueuelog as jql
 
-__all__ = ["read_ads", "read_json"]
+__all__ = ["read_ads", "read_ads_counted", "read_json"]
 
 #: Bytes of a log read at a time, as in jobqueuelog.parse_file.
 PIECE_BYTES = jql.PIECE_BYTES
@@ -52,6 +52,7 @@ class _Pass:
         self.good_keys: dict[str, str] = {}  # _parse_line's memories
         self.good_tokens: dict[str, str] = {}
         self.open_txn = False
+        self.records = 0  # lines played: each line of a log is one record
 
     def lines(self, lines: Iterable[str]) -> None:
         """Play whole lines of the log, in order.
@@ -191,21 +192,29 @@ def _pieces(handle: jql.Readable, piece_bytes: int) -> Iterable[str]:
             yield piece.decode("utf-8", "surrogateescape")
 
 
-def _one_pass(handle: jql.Readable, piece_bytes: int) -> _Pass:
+def _one_pass(
+    handle: jql.Readable, piece_bytes: int, max_records: int | None = None, source: str = ""
+) -> _Pass:
     state = _Pass()
     for text in _pieces(handle, piece_bytes):
         lines = text.split("\n")  # not splitlines(): \r, \x85, U+2028 are in values
         del text
         lines.pop()  # the empty remainder after the final newline
+        state.records += len(lines)
+        if max_records is not None and state.records > max_records:
+            raise jql.TooManyRecords(f"more than {max_records} records", source=source)
         state.lines(lines)
         del lines
     state.finish()
     return state
 
 
-def _two_passes(handle: jql.Readable, source: str) -> dict[str, jql.Ad]:
+def _two_passes(
+    handle: jql.Readable, source: str, max_records: int | None = None
+) -> tuple[dict[str, jql.Ad], int]:
     handle.seek(0)  # type: ignore[attr-defined]
-    return jql.replay(jql.parse_file(handle, source), source=source)
+    records = jql.parse_file(handle, source, max_records=max_records)
+    return jql.replay(records, source=source), len(records)
 
 
 def read_ads(
@@ -214,12 +223,26 @@ def read_ads(
     """The ads of the log open in `handle` (binary, at its start, seekable), exactly as
     jobqueuelog.replay(jobqueuelog.parse_file(handle, source)) gives them, errors
     included."""
+    return read_ads_counted(handle, source, piece_bytes=piece_bytes)[0]
+
+
+def read_ads_counted(
+    handle: jql.Readable,
+    source: str,
+    max_records: int | None = None,
+    piece_bytes: int = PIECE_BYTES,
+) -> tuple[dict[str, jql.Ad], int]:
+    """read_ads(), and the log's number of records; jobqueuelog.TooManyRecords once the
+    log holds more than `max_records` (as parse_file: a returned queue is bounded before
+    it is read whole). `handle` is read again from its start (seek(0)) when the two
+    passes answer: a reader that hashes or bounds what it gives starts again there."""
     with jql.no_gc():
         try:
-            state = _one_pass(handle, piece_bytes)
+            state = _one_pass(handle, piece_bytes, max_records, source)
         except _TwoPasses:
-            return _two_passes(handle, source)
-        return {key: jql.Ad(key, *state.types[key], attrs) for key, attrs in state.ads.items()}
+            return _two_passes(handle, source, max_records)
+        ads = {key: jql.Ad(key, *state.types[key], attrs) for key, attrs in state.ads.items()}
+        return ads, state.records
 
 
 def read_json(handle: jql.Readable, source: str, piece_bytes: int = PIECE_BYTES) -> str:
@@ -230,6 +253,6 @@ def read_json(handle: jql.Readable, source: str, piece_bytes: int = PIECE_BYTES)
         try:
             ads = _one_pass(handle, piece_bytes).ads
         except _TwoPasses:
-            ads = {key: ad.attrs for key, ad in _two_passes(handle, source).items()}
+            ads = {key: ad.attrs for key, ad in _two_passes(handle, source)[0].items()}
         # the same text as json.dumps({"ads": ads}): ads hold no cycles to look for
         return json.dumps({"ads": ads}, check_circular=False)

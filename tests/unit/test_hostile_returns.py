@@ -7,6 +7,8 @@ append only the job's own events, and never write through a link.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import pwd
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.ap import importer, output_writer, result_attrs, results, userlog
+from lumberjack.ap import import_queues, importer, output_writer, result_attrs, results, userlog
 from lumberjack.ap.bundle import MANIFEST
 from lumberjack.ap.export import Plan, write_bundle
 from lumberjack.core import jobqueuelog as jql
@@ -185,7 +187,7 @@ def test_idle_job_is_the_job_as_it_left_plus_counters(world: World) -> None:
     world.queue["7.1"].set("Cmd", '"/bin/evil"')
     _, merge, _ = world.plan()
     original = importer.original_ad(
-        importer.sent_queue(world.bundle, importer.load_checked_manifest(world.bundle, None))[
+        import_queues.sent_queue(world.bundle, importer.load_checked_manifest(world.bundle, None))[
             "7.1"
         ],
         importer.PathMap.from_json(
@@ -312,10 +314,10 @@ def test_sent_queue_read_once_counts_what_writing_it_again_would(world: World) -
     """The returned queue's bounds come from the sent log as read (bytes, records),
     the same as from writing the sent queue again; a rebuilt queue is written again."""
     manifest = importer.bundle_mod.load_manifest(world.bundle)
-    sent, size = importer._read_sent(world.bundle, manifest)
+    sent, size = import_queues.read_sent_queue(world.bundle, manifest)
     assert sent is not None and size == importer._log_size(sent)
     (world.bundle / "spool" / "job_queue.log").write_text("")
-    sent, size = importer._read_sent(world.bundle, manifest)
+    sent, size = import_queues.read_sent_queue(world.bundle, manifest)
     assert sent is not None and size is None
 
 
@@ -735,3 +737,19 @@ def test_a_held_job_says_so_in_its_user_log_once(world: World) -> None:
     time.sleep(1.1)  # a rerun after a crash, later: the same returned queue, told once
     importer.run_import(None, world.bundle, world.returned, work_dir=world.work)
     assert (world.iwd / "job.log").read_bytes() == log
+
+
+def test_a_queue_log_read_again_is_hashed_and_bounded_from_its_start() -> None:
+    """A log the one pass leaves to the two passes is read twice: the sent log's digest
+    and the returned log's byte bound count each byte once, not twice."""
+    from lumberjack.core import jobqueuelog_onepass as onepass
+
+    # Two spellings of one name: only the two passes settle which the ad keeps.
+    data = b"101 1.0 Job Machine\n103 1.0 JobStatus 1\n103 1.0 jobstatus 2\n"
+    hashing = import_queues._Hashing(io.BytesIO(data))
+    ads, records = onepass.read_ads_counted(hashing, "q.log")
+    assert records == 3 and ads["1.0"].get("JobStatus") == "2"
+    assert hashing.digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert hashing.size == len(data)
+    bounded = import_queues._BoundedReader(io.BytesIO(data), len(data))
+    assert onepass.read_ads_counted(bounded, "q.log")[1] == 3

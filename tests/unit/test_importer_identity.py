@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lumberjack.ap import importer
+from lumberjack.ap import import_queues, importer
 from lumberjack.ap.pathmap import PathMap
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.contract import ExportLayout
@@ -48,7 +48,7 @@ def test_owner_and_user_come_back_from_the_bundle(tmp_path: Path) -> None:
     bundle, returned, path_map = ran_at_site(tmp_path)
     cluster = jql.cluster_key(site_bundle.CLUSTER)
     assert returned[cluster].get("Owner") == '"hpcuser"'
-    original = importer._sent_queue(bundle)
+    original = import_queues._sent_queue(bundle)
     assert original is not None
     ads, completed, idle = importer.import_ads(returned, path_map, original)
     assert (completed, idle) == (1, 1)
@@ -67,7 +67,7 @@ def test_owner_and_user_come_back_from_the_bundle(tmp_path: Path) -> None:
 def test_without_the_bundle_queue_identities_are_left_alone(tmp_path: Path) -> None:
     bundle, returned, path_map = ran_at_site(tmp_path)
     (bundle / "spool" / "job_queue.log").unlink()
-    assert importer._sent_queue(bundle) is None
+    assert import_queues._sent_queue(bundle) is None
     ads, _, _ = importer.import_ads(returned, path_map, None)
     assert ads[jql.cluster_key(site_bundle.CLUSTER)].get("Owner") == '"hpcuser"'
 
@@ -79,7 +79,7 @@ def test_a_site_cannot_choose_the_owner(tmp_path: Path) -> None:
         if jql.key_kind(ad.key) in ("cluster", "proc") and ad.get("Owner") is not None:
             ad.set("Owner", '"root"')
             ad.set("User", '"root@elsewhere"')
-    ads, _, _ = importer.import_ads(returned, path_map, importer._sent_queue(bundle))
+    ads, _, _ = importer.import_ads(returned, path_map, import_queues._sent_queue(bundle))
     assert ads[jql.cluster_key(site_bundle.CLUSTER)].get("Owner") == site_bundle.OWNER
     assert ads[f"{site_bundle.CLUSTER}.0"].get("User") == site_bundle.USER
 
@@ -88,6 +88,6 @@ def test_a_site_cannot_add_an_owner_to_a_proc_that_inherits_it(tmp_path: Path) -
     bundle, returned, path_map = ran_at_site(tmp_path)
     returned[f"{site_bundle.CLUSTER}.1"].set("Owner", '"hpcuser"')
     returned[f"{site_bundle.CLUSTER}.1"].set("User", '"hpcuser@lumberjack-calib"')
-    ads, _, _ = importer.import_ads(returned, path_map, importer._sent_queue(bundle))
+    ads, _, _ = importer.import_ads(returned, path_map, import_queues._sent_queue(bundle))
     proc1 = ads[f"{site_bundle.CLUSTER}.1"]
     assert proc1.get("Owner") is None and proc1.get("User") is None

@@ -148,7 +148,7 @@ def test_directory(tmp_path: Path) -> None:
 
 def test_unreadable_file(log_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # we run as root in CI, where chmod 000 does not stop a read: fake the refusal
-    def refuse(handle: object, path: str) -> None:
+    def refuse(handle: object, path: str, **_: object) -> None:
         raise PermissionError(13, "Permission denied", path)
 
     monkeypatch.setattr(jobqueuelog, "parse_file", refuse)
@@ -156,7 +156,7 @@ def test_unreadable_file(log_file: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_other_os_error(log_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(handle: object, path: str) -> None:
+    def broken(handle: object, path: str, **_: object) -> None:
         raise OSError(5, "Input/output error", path)
 
     monkeypatch.setattr(jobqueuelog, "parse_file", broken)

@@ -323,3 +323,17 @@ def test_the_installed_command_takes_the_same_entry_as_python_m() -> None:
 
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "condor_lumberjack"]
     assert script.value == "lumberjack.__main__:main"
+
+
+@pytest.mark.parametrize("tail", ["", "103 1.0 jobstatus 1\n"])  # one pass; two passes
+@pytest.mark.parametrize("piece", [7, onepass.PIECE_BYTES])
+def test_the_records_are_counted_and_bounded_as_parse_file_does(tail: str, piece: int) -> None:
+    """import bounds a returned queue by the one sent (records and bytes): the count and
+    the bound are parse_file's, whichever way the log is read."""
+    data = (SCHEDD_LOG + tail).encode("utf-8", "surrogateescape")
+    records = len(jql.parse_file(io.BytesIO(data), "q.log"))
+    ads, counted = onepass.read_ads_counted(io.BytesIO(data), "q.log", piece_bytes=piece)
+    assert counted == records and ads == _two_passes(SCHEDD_LOG + tail)
+    assert onepass.read_ads_counted(io.BytesIO(data), "q.log", max_records=records)[1] == records
+    with pytest.raises(jql.TooManyRecords, match=f"more than {records - 1} records"):
+        onepass.read_ads_counted(io.BytesIO(data), "q.log", records - 1, piece_bytes=piece)
