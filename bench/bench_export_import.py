@@ -333,23 +333,26 @@ map, putting every path and owner back, writing the merge log, and the same sche
 |---:|---:|---:|---:|
 {import_rows}
 
-Where lumberjack's part goes (cProfile of `import --in` at 10,000 jobs): parsing and
-replaying the returned log and the sent one (read once and hashed while it is parsed; its
-size bounds the returned queue), about a quarter; the merge, each job the access point's
-own ad plus only its checked results with the site's other changes listed (about a
-sixth: the work on attribute names is done once per shape of ad, each result's check
-remembered); the schedd's call, in a child that is the jobs' owner and reads the
-HTCondor configuration again (about a fifth, the bare call's own work included);
-reading and checking the manifest's path map (about a tenth); planning each job's
-outputs (a job's allowed directories are worked out only when something came back to
-place); the CLI's start-up (`import` is a module of its own: no site profile models);
-writing the merge log. The cyclic collector is paused for the whole import (nothing it
-builds is in a cycle), and a job with nothing to place takes on no identity. The bare
-call checks none of it. Each job's "placed" record is one line of an append-only
-journal, fsynced every 1,000 jobs. What would move it further: a faster parse and
-replay of job_queue.log (the same code as `inspect`), a merge that takes the returned
-log's records as they are read (no replayed whole queue), and a path map whose records
-need no check field by field.
+Where lumberjack's part goes (cProfile of `import --in` at 10,000 jobs, top lines by
+cumulative time): the schedd's call, in a child that is the jobs' owner and reads the
+HTCondor configuration again (about a quarter, the bare call's own work included); the
+merge, each job the access point's own ad plus only its checked results with the site's
+other changes listed (about a fifth: `results.take_results` most of it, the work on
+attribute names done once per shape of ad, each result's check remembered); reading and
+checking the manifest's path map (about a seventh, `JobPaths.from_json` field by field);
+reading the sent and the returned log, one pass each (`jobqueuelog_onepass`: each record
+played as it is read, no list of records and no second replay; the sent one hashed while
+it is read, its size bounding the returned one; about an eighth); planning each job's
+outputs (about a tenth: a job's allowed directories are worked out only when something
+came back to place); writing the merge log; the CLI's start-up (`import` is a module of
+its own: no site profile models). The cyclic collector is paused for the whole import
+(nothing it builds is in a cycle), and a job with nothing to place takes on no identity.
+The bare call checks none of it. Each job's "placed" record is one line of an
+append-only journal, fsynced every 1,000 jobs. What would move it further: no part is
+more than a quarter, so no one change reaches 1.5x in Python: a path map whose records
+need no check field by field (a columnar manifest), a merge that keeps each returned
+job's results as they are read rather than a whole returned queue, and a schedd call
+from a child that does not read the configuration again.
 
 ## Peak memory (RSS)
 
