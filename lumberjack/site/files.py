@@ -37,10 +37,19 @@ def read_contract(cls: type[T], path: str, default: Any) -> T | Any:
 
 def write_contract(path: str, obj: Any) -> None:
     """A report of the agent, written whole (a reader never sees half of it)."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(to_json(obj))
-    os.replace(tmp, target)
+    write_whole(Path(path), to_json(obj))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """`text` at `path`, 0600, moved into place whole: a reader (the agent, a pilot, the
+    head node's poll of a lease's joined/) sees the old file or the new one, never half.
+    The partial file's name starts with "." and holds "~", the two marks of a name the
+    head node's poll passes over."""
+    partial = path.with_name(f".{path.name}~new")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(partial, path)
 
 
 def make_private(root: str) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core.contract import ExportLayout, LaunchPlan
+from lumberjack.site.files import write_whole
 from lumberjack.site.remote_pool import PILOT_AUTHZ, PoolSettings
 
 
@@ -61,11 +62,7 @@ def write(path: Path, token: str) -> None:
     """`token` at `path` (its directory 0700), written 0600 and moved into place whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
-    partial = path.with_name(f".{path.name}.new")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token + "\n")
-    os.replace(partial, path)
+    write_whole(path, token + "\n")
 
 
 def mint(layout: ExportLayout, settings: PoolSettings, lifetime_s: int) -> None:

@@ -47,9 +47,10 @@ class JoinedPool(Pool):
             )
         return LeasePool(lease, plan)
 
-    def settings(self) -> PoolSettings:
-        """The lease's address and port; the rest (its trust domain too) the export's own."""
-        lease = self.lease().settings()
+    def settings(self, lease_settings: PoolSettings | None = None) -> PoolSettings:
+        """The lease's address and port (from `lease_settings`, when the caller has them);
+        the rest (its trust domain too) the export's own."""
+        lease = lease_settings or self.lease().settings()
         return self.settings_of(replace(self.need_plan(), address=lease.address, port=lease.port))
 
     def launch(self) -> dict[str, Any]:
@@ -58,7 +59,7 @@ class JoinedPool(Pool):
         self.prepare()
         lease = self.lease()
         lease_settings = lease.settings()
-        settings = self.settings()
+        settings = self.settings(lease_settings)
         placed = place_queue(self.layout, settings.site_user, settings.trust_domain)
         config = remote_pool.joined_schedd_config(settings, lease_settings.trust_domain)
         self.advertise_token(lease, lease_settings)

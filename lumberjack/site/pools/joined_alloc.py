@@ -18,7 +18,7 @@ from typing import Any
 
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site import gather_logs, remote_pool
-from lumberjack.site.files import AgentError, make_private, read_plan
+from lumberjack.site.files import AgentError, make_private, read_plan, write_whole
 from lumberjack.site.job_queue import job_counts, place_queue
 from lumberjack.site.pools.allocation import AllocationPool, resumable
 from lumberjack.site.pools.base import Pool, login_address
@@ -78,7 +78,7 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
         Path(self.layout.schedd_script).write_text(remote_pool.schedd_script(settings))
         os.chmod(self.layout.schedd_script, 0o700)
         make_private(self.layout.root)
-        write_atomically(self.request(), self.layout.root + "\n")
+        write_whole(self.request(), self.layout.root + "\n")
         pilots = lease.submit_round(
             lease_settings, waiting=lambda: resumable(job_counts(self.layout))
         )
@@ -90,7 +90,7 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
         runs (a round that starts later never starts a released schedd)."""
         released = False
         if Path(self.pilot_holder.joined).is_dir():
-            write_atomically(release_request(self.request()), "")
+            write_whole(release_request(self.request()), "")
             crash_point("joined.after-release-request")
             released = self.wait_released()
         self.forget_negotiator_token()
@@ -112,9 +112,3 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
                 )
             time.sleep(1)
         return True
-
-
-def write_atomically(path: Path, text: str) -> None:
-    new = path.with_name(path.name + "~new")
-    new.write_text(text)
-    new.replace(path)
