@@ -1,9 +1,10 @@
 """`make bench`: lumberjack's costs as ratios against a baseline run side by side.
 
-- export and import of N jobs: `condor_lumberjack export` / `import --in` against the bare
-  `Schedd.export_jobs` / `import_exported_job_results` calls on an identical cluster,
-  N = 1,000 and 10,000, on the testbed's real access-point schedd; peak memory of each,
-  and of export's and import's own work at 100,000 jobs (bench/bench_export_import.py).
+- export, ship and import of N jobs: `condor_lumberjack export` / the bundle's upload /
+  `import --in` against the bare `Schedd.export_jobs` / `tar -c | ssh` /
+  `import_exported_job_results` on identical jobs, N = 1,000, 10,000, 30,000 and 100,000,
+  on the testbed's real access-point schedd and site; peak memory of each, and of
+  export's and import's own work at 10,000 to 100,000 jobs (bench/bench_export_import.py).
 - job_queue.log throughput: records/s to read, replay+rewrite, and write.
 - shipping to the testbed site: upload vs `tar -c | ssh site tar -x`; resume after a cut
   (bench/bench_shipping.py).
@@ -64,7 +65,7 @@ SECTIONS = ("export", "log", "shipping", "launch", "sync", "run", "many")
 ON_TESTBED = {"export", "shipping", "launch", "sync", "run", "many"}
 # The BENCHMARKS.md headings each section writes (kept as they were when it is not run).
 HEADINGS = {
-    "export": ("## Export", "## Import", "## Peak memory"),
+    "export": ("## Export", "## The bundle to the site", "## Import", "## Peak memory"),
     "log": ("## job_queue.log",),
     "shipping": ("## Shipping",),
     "launch": ("## Launch",),

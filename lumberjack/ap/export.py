@@ -36,7 +36,7 @@ from lumberjack.ap.job_attrs import (
 from lumberjack.ap.job_paths import InputFile, JobRewrite
 from lumberjack.ap.names import check_name
 from lumberjack.ap.pathmap import PathMap, rewrite_job
-from lumberjack.ap.schedd import JOB_PROJECTION, JobAd, LocalSchedd, ad_to_dict, condor_version
+from lumberjack.ap.schedd import JOB_PROJECTION, JobAd, LocalSchedd, ads_to_dicts, condor_version
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.classad_text import unquote_string
@@ -112,6 +112,9 @@ class Plan(JsonRecord):
     job_runtimes_s: list[int] = field(default_factory=list, metadata=NOT_IN_JSON)
     # job id -> its planned rewrite, when the bundle may reuse it (see PlannedRewrite)
     rewrites: dict[str, PlannedRewrite] = field(default_factory=dict, metadata=NOT_IN_JSON)
+    # job id -> its Iwd on the access point (what the bundle's rewrite is given): with it,
+    # nothing of the queried jobs outlives the plan
+    local_iwds: dict[str, str] = field(default_factory=dict, metadata=NOT_IN_JSON)
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def select_jobs_with_ads(
     (matchmaking's): one query of the schedd for both."""
     projection = [*JOB_PROJECTION, *(a for a in attrs if a not in JOB_PROJECTION)]
     ads = schedd.query_ads(selection.to_constraint(), projection)
-    return _checked(schedd, selection, [ad_to_dict(ad) for ad in ads]), ads
+    return _checked(schedd, selection, ads_to_dicts(ads)), ads
 
 
 def _checked(schedd: LocalSchedd, selection: Selection, jobs: list[JobAd]) -> list[dict]:
@@ -304,9 +307,11 @@ def plan_export(
     bundle_dir: Path,
     remote_spool: str,
     selected: list[dict] | None = None,
-) -> tuple[Plan, list[dict], PathMap]:
+) -> tuple[Plan, PathMap]:
     """Everything that can refuse, with no change anywhere. `selected`: the jobs of
-    `selection` as select_jobs gave them to the caller (else they are selected here)."""
+    `selection` as select_jobs gave them to the caller (else they are selected here).
+    The plan holds all the export needs of the jobs: a caller that lets go of them
+    frees their ads (a few KB a job) before the bundle is written."""
     check_name(name)
     if not posixpath.isabs(remote_spool):
         raise BadInput(f"remote spool {remote_spool!r} must be an absolute path")
@@ -336,8 +341,9 @@ def plan_export(
         input_bytes=size,
         job_runtimes_s=runtimes_s(jobs),
         rewrites=rewrites,
+        local_iwds={f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs},
     )
-    return plan, jobs, path_map
+    return plan, path_map
 
 
 ProgressCallback = Callable[[int], None]

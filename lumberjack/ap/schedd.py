@@ -7,7 +7,7 @@ bindings' results and exceptions into lumberjack's own words.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +80,7 @@ class LocalSchedd:
             raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
 
     def query(self, constraint: str, projection: Iterable[str] = JOB_PROJECTION) -> list[JobAd]:
-        return [ad_to_dict(ad) for ad in self.query_ads(constraint, projection)]
+        return ads_to_dicts(self.query_ads(constraint, projection))
 
     def query_ads(self, constraint: str, projection: Iterable[str]) -> list[Any]:
         """The jobs' ads as the bindings give them (classad2.ClassAd), for matchmaking."""
@@ -100,7 +100,7 @@ class LocalSchedd:
             ads = self._schedd.history(constraint, list(projection), match=limit)
         except Exception:  # a question asked only to explain an empty selection
             return []
-        return [ad_to_dict(ad) for ad in ads]
+        return ads_to_dicts(ads)
 
     def export_jobs(
         self,
@@ -254,30 +254,43 @@ class JobAd(dict):
     texts: dict[str, str]
 
 
-def ad_to_dict(ad: Any) -> JobAd:
-    """A job ad as plain Python: literals evaluated, expressions kept as their text."""
+def ads_to_dicts(ads: Iterable[Any]) -> list[JobAd]:
+    """ad_to_dict of each ad, every string the same in two ads held once: the names, and
+    the values a cluster's jobs share (a query of 100,000 jobs otherwise holds each
+    name and each shared path 200,000 times)."""
+    shared: dict[str, str] = {}
+    return [ad_to_dict(ad, shared) for ad in ads]
+
+
+def ad_to_dict(ad: Any, shared: dict[str, str] | None = None) -> JobAd:
+    """A job ad as plain Python: literals evaluated, expressions kept as their text.
+    `shared`: strings already made, reused for an equal one (see ads_to_dicts)."""
     import classad2
 
+    share = (shared if shared is not None else {}).setdefault
     out = JobAd()
-    out.texts = old_syntax_texts(ad)
+    out.texts = old_syntax_texts(ad, share)
     for key in ad.keys():
         value = ad.get(key)
         if isinstance(value, classad2.ExprTree):
             value = str(value)
-        out[key] = value
+        if isinstance(value, str):
+            value = share(value, value)
+        out[share(key, key)] = value
     return out
 
 
-def old_syntax_texts(ad: Any) -> dict[str, str]:
+def old_syntax_texts(ad: Any, share: Callable[[str, str], str] | None = None) -> dict[str, str]:
     """Each attribute's expression text in the OLD ClassAd syntax, as job_queue.log holds
     it (lumberjack.core.classad_text reads that syntax). `str(ad.lookup(k))` would give
     the NEW syntax: backslashes doubled, non-ASCII as octal escapes, so a path planned
-    from it would not be the path the schedd's log holds."""
+    from it would not be the path the schedd's log holds. `share`: see ad_to_dict."""
+    keep = share or (lambda text, _: text)
     texts = {}
     for line in ad.printOld().splitlines():
         name, sep, text = line.partition(" = ")
         if sep:
-            texts[name] = text
+            texts[keep(name, name)] = keep(text, text)
     return texts
 
 

@@ -134,14 +134,14 @@ def export_command(
                                     lease=lease, skip_unmatched=skip_unmatched)  # fmt: skip
         emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
         return
-    plan, jobs, _ = export_mod.plan_export(
+    plan, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=out.resolve(), remote_spool=remote_spool
     )
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))
         return
     with for_command(as_json).task("copying inputs", plan.input_bytes) as advance:
-        written = run_export(schedd, ledger, plan, jobs, site=None, progress=advance)
+        written = run_export(schedd, ledger, plan, site=None, progress=advance)
     emit(as_json, {"ok": True, **plan.to_json(), **written}, _plan_text(plan, dry=False))
 
 

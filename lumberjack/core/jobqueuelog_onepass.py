@@ -28,6 +28,10 @@ from lumberjack.core import jobqueuelog as jql
 
 __all__ = ["read_ads", "read_ads_counted", "read_json"]
 
+#: Values shorter than this are kept as one string each too ("0", "true", "undefined",
+#: small numbers: most of a job's values, the same in every job).
+SHARED_BELOW = 12
+
 #: Bytes of a log read at a time, as in jobqueuelog.parse_file.
 PIECE_BYTES = jql.PIECE_BYTES
 
@@ -53,6 +57,7 @@ class _Pass:
         self.good_tokens: dict[str, str] = {}
         self.open_txn = False
         self.records = 0  # lines played: each line of a log is one record
+        self.names: dict[str, str] = {}  # each attribute name, the one string it is kept as
 
     def lines(self, lines: Iterable[str]) -> None:
         """Play whole lines of the log, in order.
@@ -63,6 +68,9 @@ class _Pass:
         at the end (finish). Anything else takes _slow.
         """
         ads, types, good_types = self.ads, self.types, self.good_types
+        # One string per attribute name for the whole log (100,000 jobs hold each name
+        # 100,000 times: a string each would be a third of the ads' memory).
+        name_of = self.names.setdefault
         open_txn = self.open_txn
         for line in lines:
             parts = line.split(" ", 3)
@@ -71,7 +79,9 @@ class _Pass:
                 try:
                     _, key, name, value = parts
                     if value >= "!":
-                        ads[key][name] = value
+                        if len(value) < SHARED_BELOW:
+                            value = name_of(value, value)
+                        ads[key][name_of(name, name)] = value
                         continue
                 except (ValueError, KeyError):
                     pass  # not KEY NAME VALUE, or no such ad (as spelt): _slow

@@ -19,7 +19,6 @@ def run_export(
     schedd: LocalSchedd,
     ledger: Ledger,
     plan: Plan,
-    jobs: list[dict],
     *,
     site: str | None,
     info: dict[str, Any] | None = None,
@@ -56,10 +55,10 @@ def run_export(
                     f"the schedd exported {result.total_job_ads} jobs, expected {len(plan.jobs)}; "
                     "rolled back"
                 )
-            local_iwds = {f"{j['ClusterId']}.{j['ProcId']}": str(j["Iwd"]) for j in jobs}
             # Written as the owner: its inputs are read, and the bundle made, as the owner.
             args = {"plan": plan.to_json(), "native_log": str(result.log),
-                    "local_iwds": local_iwds, "site": site, "rewrites": plan.rewrites}  # fmt: skip
+                    "local_iwds": plan.local_iwds, "site": site,
+                    "rewrites": plan.rewrites}  # fmt: skip
             written = as_user.call_as(plan.owner, write_bundle_json, args, progress)
             # Import refuses a manifest (and so a path map) changed after this point.
             ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(

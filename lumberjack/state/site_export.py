@@ -38,7 +38,6 @@ class SiteExport:
     """A checked export for `site`: what it takes, where it goes, what it asks for."""
 
     plan: export_mod.Plan
-    jobs: list[dict]
     site: str
     info: dict[str, Any]  # what the ledger keeps: remote_dir, request, lease
     answer: dict[str, Any]  # what the command reports besides the plan
@@ -52,7 +51,7 @@ class SiteExport:
     ) -> dict[str, Any]:
         """Export the jobs and write the bundle; the command's answer."""
         written = run_export(
-            schedd, ledger, self.plan, self.jobs, site=self.site, info=self.info,
+            schedd, ledger, self.plan, site=self.site, info=self.info,
             progress=progress,
         )  # fmt: skip
         return {"ok": True, **self.plan.to_json(), **self.answer, **written}
@@ -101,13 +100,12 @@ def prepare(
         remote_dir = connection.export_dir(name)
         # An older export's directory (its queue already placed) would be reused as is.
         connection.refuse_existing(remote_dir, "export", "--name")
-    plan, jobs, _ = export_mod.plan_export(
+    plan, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=ledger.bundles_dir() / name,
         remote_spool=ExportLayout(remote_dir).spool, selected=jobs,
     )  # fmt: skip
     return SiteExport(
         plan=plan,
-        jobs=jobs,
         site=site,
         info={"remote_dir": remote_dir, "request": plans.request_info(request), **lease_info},
         answer={

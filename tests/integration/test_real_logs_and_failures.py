@@ -43,7 +43,7 @@ def test_failure_after_the_schedd_let_go_rolls_back(workspace: Path, state_dir: 
     job_dir = make_job_dir(workspace)
     cluster = submit(job_dir, 2)
     schedd = LocalSchedd()
-    plan, jobs, _ = export_mod.plan_export(
+    plan, _ = export_mod.plan_export(
         schedd,
         export_mod.Selection(ids=(str(cluster),)),
         name="vanishing-input",
@@ -54,7 +54,7 @@ def test_failure_after_the_schedd_let_go_rolls_back(workspace: Path, state_dir: 
     (job_dir / "sub" / "data.txt").unlink()
     ledger = Ledger()
     with pytest.raises(BadInput):
-        run_export(schedd, ledger, plan, jobs, site=None)
+        run_export(schedd, ledger, plan, site=None)
     ads = query(f"ClusterId == {cluster}", ["ProcId", "Managed", "JobStatus"])
     assert len(ads) == 2 and all(a.get("Managed") is None and a["JobStatus"] == 1 for a in ads)
     assert ledger.get("vanishing-input").phase == "failed"

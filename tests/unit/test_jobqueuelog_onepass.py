@@ -337,3 +337,17 @@ def test_the_records_are_counted_and_bounded_as_parse_file_does(tail: str, piece
     assert onepass.read_ads_counted(io.BytesIO(data), "q.log", max_records=records)[1] == records
     with pytest.raises(jql.TooManyRecords, match=f"more than {records - 1} records"):
         onepass.read_ads_counted(io.BytesIO(data), "q.log", records - 1, piece_bytes=piece)
+
+
+def test_each_name_and_short_value_is_one_string_for_the_whole_log() -> None:
+    """A queue of 100,000 jobs holds each attribute name (and each short value: "0",
+    "true") once, not once a job: a third of import's memory at that size."""
+    text = "".join(
+        f'101 1.{p} Job Machine\n103 1.{p} Cmd "/home/alice/run.sh"\n103 1.{p} OnExitRemove true\n'
+        for p in range(3)
+    )
+    ads = onepass.read_ads(io.BytesIO(text.encode()), "q.log")
+    names = [next(n for n in ad.attrs if n == "OnExitRemove") for ad in ads.values()]
+    values = [ad.attrs["OnExitRemove"] for ad in ads.values()]
+    assert all(n is names[0] for n in names) and all(v is values[0] for v in values)
+    assert ads == _two_passes(text)

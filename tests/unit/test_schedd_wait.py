@@ -282,3 +282,24 @@ def test_an_import_refused_is_not_asked_again(tmp_path: Path) -> None:
     with pytest.raises(LumberjackError, match="refused the import"):
         schedd_mod._import_into(bindings, str(tmp_path), patience=clock.patience())
     assert bindings.calls == ["import_exported_job_results"] and clock.pauses == []
+
+
+def test_the_jobs_of_a_query_share_their_names_and_equal_values() -> None:
+    """A query of 100,000 jobs holds each attribute name and each value the jobs share
+    (the executable, its directory) once: export's memory at that size."""
+    classad2 = pytest.importorskip("classad2")
+    ads = [
+        classad2.parseOne(
+            f'ClusterId = 7\nProcId = {p}\nCmd = "/home/alice/run.sh"\nRequirements = true && '
+            f'TARGET.Memory > 10\nOut = "out.{p}"\n',
+            parser=classad2.ParserType.Old,
+        )
+        for p in range(3)
+    ]
+    jobs = schedd_mod.ads_to_dicts(ads)
+    assert [job["Out"] for job in jobs] == ["out.0", "out.1", "out.2"]
+    for name in ("Cmd", "Requirements"):
+        keys = [next(k for k in job if k == name) for job in jobs]
+        assert all(k is keys[0] for k in keys)
+        assert all(job[name] is jobs[0][name] for job in jobs)
+        assert all(job.texts[name] is jobs[0].texts[name] for job in jobs)
