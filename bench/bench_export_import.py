@@ -7,7 +7,7 @@
   own writer), then the bare `Schedd.import_exported_job_results` of one against
   `condor_lumberjack import --in` of the other. No output files come back: the bare call
   places none, so the ratio is lumberjack's own checking, path reversal and merge.
-- memory (P9): peak RSS (the kernel's ru_maxrss of the child, via wait4) of every
+- memory (P9): peak RSS (the kernel's ru_maxrss, via bench/peak_rss.py) of every
   lumberjack export and import above; and of the export's and the import's own work at
   10,000, 30,000 and 100,000 jobs (read, path map, rewrite, log and manifest written;
   returned log checked, paths reversed, merged log written) on a queue cloned from a
@@ -54,25 +54,30 @@ def _owned_dir(path: Path, uid: int) -> Path:
 
 
 def _lumberjack(*args: str) -> tuple[float, int]:
-    """Run `condor_lumberjack ARGS` as a child: (seconds, its peak RSS in KiB)."""
+    """Run `condor_lumberjack ARGS` as a child: (seconds, its peak RSS in KiB, measured
+    by bench/peak_rss.py: this process's own size would count otherwise)."""
+    peak_rss = str(Path(__file__).with_name("peak_rss.py"))
     with tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
-        child = subprocess.Popen(
-            [sys.executable, "-m", "lumberjack", *args],
-            stdout=subprocess.DEVNULL, stderr=errors, env=os.environ,
+        child = subprocess.run(
+            [sys.executable, peak_rss, sys.executable, "-m", "lumberjack", *args],
+            stdout=subprocess.PIPE, stderr=errors, env=os.environ,
         )  # fmt: skip
-        _, status, usage = os.wait4(child.pid, 0)  # wait4: this child's own rusage
         elapsed = time.perf_counter() - started
-        child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode != 0:
             errors.seek(0)
             raise RuntimeError(f"condor_lumberjack {args[0]} failed: {errors.read()[-2000:]!r}")
-    return elapsed, usage.ru_maxrss
+    return elapsed, int(child.stdout.split()[-1])
 
 
-def _remove(schedd: Any, clusters: list[int]) -> None:
+def _remove(schedd: Any, clusters: list[int], patience_s: float = 900.0) -> None:
+    """The clusters out of the queue, and the schedd done with them: it moves 100,000
+    removed jobs to its history for a minute or more, which the next measurement
+    would otherwise share the machine with."""
     import htcondor2
 
+    if not clusters:
+        return
     constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
     for action in (lambda: schedd.unexport_jobs(constraint),
                    lambda: schedd.act(htcondor2.JobAction.Remove, constraint)):  # fmt: skip
@@ -80,6 +85,14 @@ def _remove(schedd: Any, clusters: list[int]) -> None:
             action()
         except Exception:  # nothing left to unexport or remove: the import took them back
             pass
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        try:
+            if not schedd.query(constraint, ["ClusterId"], limit=1):
+                return
+        except Exception:  # busy with the removal: asked again
+            pass
+        time.sleep(1)
 
 
 #: Procs in one submission: the schedd's MAX_JOBS_PER_SUBMISSION (20,000 by default).
@@ -273,8 +286,6 @@ def clone_queue(native_log: Path, out_log: Path, n: int, per_cluster: int = 10_0
 
 def memory_child(kind: str, directory: Path, n: int) -> dict[str, Any]:
     """In a fresh process: export's or import's own work on n jobs; its peak RSS."""
-    import resource
-
     from lumberjack.ap import export, importer
     from lumberjack.core import jobqueuelog as jql
     from lumberjack.core import jobqueuelog_write as jqlw
@@ -306,7 +317,9 @@ def memory_child(kind: str, directory: Path, n: int) -> dict[str, Any]:
         merge_dir.mkdir(exist_ok=True)
         jqlw.write_log(merge_dir / "job_queue.log", merge.ads)
     elapsed = time.perf_counter() - started
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM: this process's own peak (ru_maxrss would count the parent that started it).
+    status = Path("/proc/self/status").read_text()
+    peak_kib = next(int(line.split()[1]) for line in status.splitlines() if line[:6] == "VmHWM:")
     return {"kind": kind, "jobs": n, "seconds": round(elapsed, 2), "peak_kib": peak_kib}
 
 
@@ -455,10 +468,12 @@ from a child that does not read the configuration again.
 ## Peak memory (RSS)
 
 The whole `export` / `import` commands of the runs above (the kernel's ru_maxrss of the
-child), and lumberjack's own export and import work on 10,000, 30,000 and 100,000 jobs:
-a real exported cluster cloned into clusters of 10,000, in a fresh process each
-(reading, path map, rewrite, log and manifest written; returned log checked, paths put
-back, merge log written; no schedd call).
+command and its children, started by the small bench/peak_rss.py: on Linux a command
+inherits the ru_maxrss of the process that started it), and lumberjack's own export and
+import work on 10,000, 30,000 and 100,000 jobs (VmHWM): a real exported cluster cloned
+into clusters of 10,000, in a fresh process each (reading, path map, rewrite, log and
+manifest written; returned log checked, paths put back, merge log written; no schedd
+call).
 
 | jobs | what | export | import |
 |---:|---|---:|---:|
