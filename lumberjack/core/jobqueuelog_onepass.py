@@ -57,7 +57,8 @@ class _Pass:
         self.good_tokens: dict[str, str] = {}
         self.open_txn = False
         self.records = 0  # lines played: each line of a log is one record
-        self.names: dict[str, str] = {}  # each attribute name, the one string it is kept as
+        # each attribute name and short value, the one string it is kept as
+        self.shared: dict[str, str] = {}
 
     def lines(self, lines: Iterable[str]) -> None:
         """Play whole lines of the log, in order.
@@ -70,7 +71,7 @@ class _Pass:
         ads, types, good_types = self.ads, self.types, self.good_types
         # One string per attribute name for the whole log (100,000 jobs hold each name
         # 100,000 times: a string each would be a third of the ads' memory).
-        name_of = self.names.setdefault
+        share = self.shared.setdefault
         open_txn = self.open_txn
         for line in lines:
             parts = line.split(" ", 3)
@@ -80,8 +81,8 @@ class _Pass:
                     _, key, name, value = parts
                     if value >= "!":
                         if len(value) < SHARED_BELOW:
-                            value = name_of(value, value)
-                        ads[key][name_of(name, name)] = value
+                            value = share(value, value)
+                        ads[key][share(name, name)] = value
                         continue
                 except (ValueError, KeyError):
                     pass  # not KEY NAME VALUE, or no such ad (as spelt): _slow
