@@ -33,6 +33,7 @@ from lumberjack.ap.job_attrs import (
     REWRITTEN_ATTRS,
     SINGULARITY_IMAGE,
 )
+from lumberjack.ap.job_channels import channel_problem
 from lumberjack.ap.job_paths import InputFile, JobRewrite
 from lumberjack.ap.names import check_name
 from lumberjack.ap.pathmap import PathMap, rewrite_job
@@ -264,6 +265,8 @@ def preflight(jobs: list[dict]) -> None:
             job.get(a) is not None for a in ("JobMaterializeDigestFile", "JobMaterializeLimit")
         ):
             problems.append(f"{job_id} belongs to a late-materialization factory")
+        elif (channel := channel_problem(job)) is not None:
+            problems.append(f"{job_id}: {channel}")
         if len(problems) >= 5:
             break
     if problems:

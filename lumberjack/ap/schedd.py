@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumberjack.ap.job_channels import CHANNEL_ATTRS
 from lumberjack.ap.message_text import one_line
 from lumberjack.ap.schedd_wait import (
     PATIENCE,
@@ -26,7 +27,7 @@ from lumberjack.errors import BadInput, LumberjackError
 
 # Attributes the selection, preflight and path map need from each job: every one the
 # path map reads (export.PATH_MAP_ATTRS), so that the plan refuses what the bundle would.
-JOB_PROJECTION = [
+JOB_PROJECTION = list(dict.fromkeys([
     "ClusterId", "ProcId", "Owner", "User", "JobStatus", "JobUniverse", "Iwd", "Cmd",
     "Managed", "ManagedManager", "JobMaterializeDigestFile", "JobMaterializeLimit",
     "JobMaterializeMaxIdle", "TransferExecutable", "TransferInput", "TransferOutput",
@@ -35,8 +36,8 @@ JOB_PROJECTION = [
     "JobDurationLimit", "AllowedJobDuration", "RequestCpus", "RequestMemory",
     "RequestDisk", "RequestGPUs", "JobBatchName", "QDate", "ShouldTransferFiles",
     "SingularityImage", "ContainerImageFullPath", "TransferContainer", "DAGManNodesLog",
-    "TransferPlugins", "PreserveRelativePaths",
-]  # fmt: skip
+    "TransferPlugins", "PreserveRelativePaths", *CHANNEL_ATTRS,
+]))  # fmt: skip
 
 
 @dataclass(frozen=True)

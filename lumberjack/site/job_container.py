@@ -32,6 +32,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 from lumberjack.core.images import IMAGE_NAME_REGEX, images_dir
+from lumberjack.core.job_channels import LAUNCHER_ENV_CLASSAD, REMOTE_IO_ATTRS
 
 #: Runtimes whose startd runs every job in a nested container (see job_container_lines).
 ISOLATING_RUNTIMES = ("apptainer", "singularity")
@@ -41,16 +42,22 @@ INNER_APPTAINER = "/usr/bin/apptainer"
 JOB_TARGET_DIR = "/srv"
 #: The job attributes that may name an image, in the order the startd looks at them.
 IMAGE_ATTRS = ("ContainerImage", "SingularityImage")
+_LAUNCHER_ENV = LAUNCHER_ENV_CLASSAD.replace("\\", "\\\\").replace('"', '\\"')
 #: Jobs the startd refuses: Docker, a network or sandbox-directory image, another
-#: universe, or Apptainer's own variables in their environment (APPTAINER_BIND would add
-#: binds). Which image paths it accepts: see _image_lines.
+#: universe, Chirp or remote I/O, or variables in their environment that the nested
+#: container's launcher would read outside the job's container (core/job_channels.py;
+#: APPTAINER_BIND would add binds, LD_PRELOAD would load a library of the job's).
+#: Which image paths it accepts: see _image_lines.
 JOB_GUARD = (
     "(TARGET.WantDocker =!= true) && (TARGET.DockerImage =?= undefined) && "
     "(TARGET.WantDockerImage =!= true) && (TARGET.WantSandboxImage =!= true) && "
     "(TARGET.JobUniverse =?= 5) && "
-    '(TARGET.Environment =?= undefined || !regexp("APPTAINER|SINGULARITY", '
-    'TARGET.Environment, "i")) && '
-    '(TARGET.Env =?= undefined || !regexp("APPTAINER|SINGULARITY", TARGET.Env, "i"))'
+    + " && ".join(f"(TARGET.{a} =!= true)" for a in REMOTE_IO_ATTRS)
+    + " && "
+    + " && ".join(
+        f'(TARGET.{a} =?= undefined || !regexp("{_LAUNCHER_ENV}", TARGET.{a}, "i"))'
+        for a in ("Environment", "Env")
+    )
 )
 
 

@@ -202,6 +202,28 @@ def _binds_of(runtime: ContainerRuntime) -> list[str]:
     return [runtime.root, *runtime.binds]
 
 
+#: Where the FUSE device is: the job containers nested in a pilot's mount the site image
+#: with it (squashfuse); without it Apptainer unpacks the whole image for every job.
+FUSE_DEVICE = "/dev/fuse"
+
+
+def confinement_args(instance: bool = False) -> list[str]:
+    """What an Apptainer container of an export's daemons sees of the host: its own PID
+    namespace (no other export's processes, nor their /proc/PID/root), a minimal /dev and
+    fresh /tmp and home (`--contain`), neither the current directory nor the site's
+    system-wide binds (`--no-mount cwd,bind-paths`: centres bind their shared file
+    systems there, where other exports live). So the schedd, shadow, startd and starter
+    that act for a job reach only their own export's directory, whatever a job makes
+    them do. The host's name table is bound back (`--no-mount bind-paths` drops it too).
+    An instance takes its PID namespace from `--containall` (`instance start` has no
+    `--pid`); its commands still come with their own environment (`exec instance://`)."""
+    isolation = ["--containall"] if instance else ["--contain", "--pid"]
+    args = [*isolation, "--no-mount", "cwd,bind-paths", "--bind", "/etc/hosts:/etc/hosts:ro"]
+    if os.path.exists(FUSE_DEVICE):
+        args += ["--bind", FUSE_DEVICE]
+    return args
+
+
 @dataclass(frozen=True)
 class Apptainer(ContainerRuntime):
     """`apptainer exec` for every command; the pool in an Apptainer instance."""
@@ -214,8 +236,9 @@ class Apptainer(ContainerRuntime):
         binds = [*_binds_of(self), f"{self.image}:{self.image}:ro"]
         bind_args = [f"--bind {shlex.quote(b)}" for b in binds]
         devices = [shlex.quote(arg) for arg in self.devices]
+        confined = [shlex.quote(arg) for arg in confinement_args()]
         return [
-            self.BINARY, "-s", "exec", *bind_args, *devices, shlex.quote(self.image),
+            self.BINARY, "-s", "exec", *confined, *bind_args, *devices, shlex.quote(self.image),
             "env", f"CONDOR_CONFIG={shlex.quote(config)}",
         ]  # fmt: skip
 
@@ -233,7 +256,8 @@ class Apptainer(ContainerRuntime):
         return bool(self._listing())
 
     def start_container(self) -> None:
-        options = [arg for bind in _binds_of(self) for arg in ("--bind", bind)]
+        binds = [arg for bind in _binds_of(self) for arg in ("--bind", bind)]
+        options = confinement_args(instance=True) + binds
         self._client().instance(self.image, name=self.pool_name, options=options, quiet=True)
         if not self.pool_exists():
             raise RuntimeFailure(f"could not start an instance of {self.image}")

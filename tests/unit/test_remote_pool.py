@@ -251,8 +251,9 @@ def test_paths_with_spaces_are_quoted() -> None:
     master = next(line for line in script.splitlines() if "condor_master -f" in line)
     words = shlex.split(master.rstrip("&"))
     assert words[:2] == ["apptainer", "-s"]
-    assert ["--bind", "/scratch/my exports/calib run"] == words[3:5]
-    assert ["--bind", "/data/with space"] == words[5:7]
+    binds = [words[i + 1] for i, word in enumerate(words) if word == "--bind"]
+    assert "/scratch/my exports/calib run" in binds
+    assert binds.index("/data/with space") == binds.index("/scratch/my exports/calib run") + 1
     assert "/images/site image.sif" in words
     assert f"CONDOR_CONFIG={settings.layout.pilot_config}" in words
     node_dir = next(line for line in script.splitlines() if line.startswith("export LJ_NODE_DIR"))
@@ -363,7 +364,7 @@ def test_node_script_runs_and_retires_on_usr1(tmp_path: Path) -> None:
     assert proc.returncode == 0, (proc.returncode, out, err)
     recorded = [p.read_text().splitlines() for p in sorted(calls.glob("call-*"))]
     master = next(args for args in recorded if "condor_master" in args)
-    assert master[master.index("--bind") + 1] == str(root)
+    assert str(root) in [master[i + 1] for i, arg in enumerate(master) if arg == "--bind"]
     assert str(tmp_path / "site image.sif") in master
     off = next(args for args in recorded if "condor_off" in args)
     assert off[off.index("-addr") + 1] == "<10.0.0.9:9618>"

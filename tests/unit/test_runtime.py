@@ -72,8 +72,10 @@ def test_every_profile_runtime_has_a_class() -> None:
 def test_apptainer_wraps_a_command_as_before() -> None:
     runtime = Apptainer(root=ROOT, image="/images/site image.sif", binds=("/data",))
     wrapped = runtime.wrap(CONFIG, "condor_master", "-f")
+    confined = " ".join(shlex.quote(a) for a in runtime_module.confinement_args())
+    assert confined.startswith("--contain --pid --no-mount cwd,bind-paths ")
     assert wrapped == (
-        f"apptainer -s exec --bind {ROOT} --bind /data "
+        f"apptainer -s exec {confined} --bind {ROOT} --bind /data "
         "--bind '/images/site image.sif:/images/site image.sif:ro' '/images/site image.sif' "
         f"env CONDOR_CONFIG={CONFIG} condor_master -f"
     )
@@ -151,8 +153,11 @@ def test_apptainer_pool_is_an_instance_driven_through_spython(
     made = [json.loads(line) for line in calls.read_text().splitlines()]
     (start,) = [c for c in made if "start" in c]
     assert start[start.index("start") + 1:] == [
+        *runtime_module.confinement_args(instance=True),
         "--bind", ROOT, "--bind", "/data", "/i/site.sif", "lumberjack-calib",
     ]  # fmt: skip
+    # Its own PID namespace, no home, no current directory, none of the site's binds.
+    assert {"--containall", "cwd,bind-paths"} <= set(start)
     # Stopped by its init's SIGTERM, without Apptainer's slower `instance stop`.
     assert not [c for c in made if "stop" in c]
     assert any("instance://lumberjack-calib" in c for c in made)

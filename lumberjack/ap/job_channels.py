@@ -1,0 +1,137 @@
+"""Export refuses a job that would make the site's daemons act for it outside its own
+container (Chirp, URL transfers, outputs or checkpoints outside its sandbox, commands
+the bundle cannot carry, variables the container launcher reads): one line naming the
+job and the channel. The facts live in core/job_channels.py; the pools turn each
+channel off at the site as well, so a job refused here would fail there.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Optional
+
+from lumberjack.ap.file_lists import split_file_list
+from lumberjack.ap.message_text import shown
+from lumberjack.core.job_channels import (
+    OUTSIDE_ATTRS,
+    REMOTE_IO_ATTRS,
+    SEARCH_PATH_VAR,
+    is_url,
+    launcher_variable,
+    unsafe_search_path,
+)
+
+#: Input attributes whose entries the starter would fetch by URL at the site.
+URL_INPUT_ATTRS = ("TransferInput", "In", "Cmd", "x509userproxy")
+#: Output lists whose entries the starter reads in the job's sandbox: names inside it.
+SANDBOX_NAME_ATTRS = ("TransferOutput", "TransferCheckpoint")
+#: Every attribute this module reads (the schedd query asks for them).
+CHANNEL_ATTRS = (
+    *REMOTE_IO_ATTRS, *OUTSIDE_ATTRS, *URL_INPUT_ATTRS, *SANDBOX_NAME_ATTRS,
+    "Environment", "Env",
+)  # fmt: skip
+
+
+def environment_names(job: dict[str, Any]) -> dict[str, str]:
+    """The job's environment as HTCondor builds it: Environment (V2) wins over Env (V1)."""
+    v2 = job.get("Environment")
+    if isinstance(v2, str):
+        return parse_v2(v2)
+    v1 = job.get("Env")
+    if isinstance(v1, str):
+        return dict(_pair(part) for part in v1.split(";") if part.strip())
+    return {}
+
+
+def parse_v2(text: str) -> dict[str, str]:
+    """`A=1 B='x y' C='it''s'` as HTCondor reads it: blanks separate, single quotes group
+    and a doubled quote inside them is one quote."""
+    words: list[str] = []
+    word: list[str] = []
+    quoted = in_word = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "'" and text[i + 1 : i + 2] == "'":
+                word.append("'")
+                i += 1
+            elif c == "'":
+                quoted = False
+            else:
+                word.append(c)
+        elif c == "'":
+            quoted = in_word = True
+        elif c in " \t\n":
+            if in_word:
+                words.append("".join(word))
+            word, in_word = [], False
+        else:
+            word.append(c)
+            in_word = True
+        i += 1
+    if in_word:
+        words.append("".join(word))
+    return dict(_pair(w) for w in words)
+
+
+def _pair(word: str) -> tuple[str, str]:
+    name, _, value = word.strip().partition("=")
+    return name, value
+
+
+def _environment_problem(job: dict[str, Any]) -> Optional[str]:
+    env = environment_names(job)
+    for name in env:
+        if launcher_variable(name):
+            return (
+                f"its environment sets {shown(name)}, which the container launcher at the "
+                "site would read outside the job's container; set it in the job's own script"
+            )
+    path = env.get(SEARCH_PATH_VAR)
+    if path is not None and unsafe_search_path(path):
+        return (
+            f"its PATH {shown(path)} has a relative entry, which the container launcher "
+            "at the site would search outside the job's container; give absolute entries"
+        )
+    return None
+
+
+def _list_problem(job: dict[str, Any]) -> Optional[str]:
+    for attr in URL_INPUT_ATTRS:
+        value = job.get(attr)
+        entries = split_file_list(value) if isinstance(value, str) else []
+        for entry in entries if attr == "TransferInput" else entries[:1]:
+            if is_url(entry):
+                return (
+                    f"{attr} entry {shown(entry)} is a URL, which the site would fetch as its "
+                    "shared account (and compute nodes have no network): give a file to ship"
+                )
+    for attr in SANDBOX_NAME_ATTRS:
+        value = job.get(attr)
+        for entry in split_file_list(value) if isinstance(value, str) else []:
+            parts = entry.split("/")
+            if is_url(entry) or posixpath.isabs(entry) or ".." in parts:
+                return (
+                    f"{attr} entry {shown(entry)} is not a name inside the job's sandbox: "
+                    "the site would read it outside the job's container; name a file the "
+                    "job writes (transfer_output_remaps places it at home)"
+                )
+    return None
+
+
+def channel_problem(job: dict[str, Any]) -> Optional[str]:
+    """Why this job may not leave for a site, or None: the first channel it asks for."""
+    for attr in REMOTE_IO_ATTRS:
+        if job.get(attr) is True:
+            return (
+                f"it asks for Chirp or remote I/O ({attr} = true), which lumberjack's pools "
+                "turn off: it would read and write files at the site outside the job's container"
+            )
+    for attr, words in OUTSIDE_ATTRS.items():
+        if job.get(attr) not in (None, ""):
+            return (
+                f"it sets {words} ({attr}), which the site would run or write outside the "
+                "job's container and the bundle cannot carry"
+            )
+    return _list_problem(job) or _environment_problem(job)

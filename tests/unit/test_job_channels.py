@@ -1,0 +1,129 @@
+"""Every channel through which a job could make the site's daemons act for it outside its
+container: refused at export in one line naming the channel (ap/job_channels.py), never
+started by a pilot's startd (site/job_container.py), and turned off in every pool's
+configuration (templates/security.config.tmpl)."""
+
+from __future__ import annotations
+
+import classad2
+import pytest
+
+from lumberjack.ap.export import preflight
+from lumberjack.ap.job_channels import channel_problem, environment_names, parse_v2
+from lumberjack.core.job_channels import launcher_variable, unsafe_search_path
+from lumberjack.errors import BadInput
+from lumberjack.site.job_container import JOB_GUARD
+from lumberjack.site.remote_pool import pilot_config, pool_config
+
+PLAIN = {"ClusterId": 7, "ProcId": 0, "JobStatus": 1, "JobUniverse": 5, "Owner": "alice",
+         "TransferInput": "in.txt,data/", "TransferOutput": "out.txt,results/a.txt",
+         "Environment": "A=1 B='x y'"}  # fmt: skip
+
+#: (what the job sets, a word the refusal must say): one per channel member.
+REFUSED = [
+    ({"WantIOProxy": True}, "WantIOProxy"),
+    ({"WantRemoteIO": True}, "WantRemoteIO"),
+    ({"WantRemoteSyscalls": True}, "WantRemoteSyscalls"),
+    ({"PreCmd": "setup.sh"}, "PreCmd"),
+    ({"PostCmd": "/bin/cleanup"}, "PostCmd"),
+    ({"CheckpointDestination": "file:///x"}, "CheckpointDestination"),
+    ({"ManifestDir": "/somewhere"}, "ManifestDir"),
+    ({"TransferInput": "a.txt, file:///home/site/other/pool/POOL"}, "URL"),
+    ({"TransferInput": "osdf:///ospool/x"}, "URL"),
+    ({"In": "http://example.invalid/in"}, "URL"),
+    ({"x509userproxy": "https://example.invalid/proxy"}, "URL"),
+    ({"TransferOutput": "out.txt,/home/site/other/pool/local/passwords.d/POOL"}, "sandbox"),
+    ({"TransferOutput": "../../other/POOL"}, "sandbox"),
+    ({"TransferOutput": "a/../../b"}, "sandbox"),
+    ({"TransferOutput": "file:///etc/passwd"}, "sandbox"),
+    ({"TransferCheckpoint": "/home/site/.ssh/authorized_keys"}, "sandbox"),
+    ({"Environment": "LD_PRELOAD=./evil.so"}, "LD_PRELOAD"),
+    ({"Environment": "A=1 ld_library_path=/x"}, "ld_library_path"),
+    ({"Environment": "GCONV_PATH=."}, "GCONV_PATH"),
+    ({"Environment": "MALLOC_CHECK_=3"}, "MALLOC_CHECK_"),
+    ({"Environment": "GLIBC_TUNABLES=x"}, "GLIBC_TUNABLES"),
+    ({"Environment": "TMPDIR=/x"}, "TMPDIR"),
+    ({"Environment": "APPTAINER_BIND=/home"}, "APPTAINER_BIND"),
+    ({"Environment": "APPTAINERENV_X=1"}, "APPTAINERENV_X"),
+    ({"Environment": "SINGULARITY_BINDPATH=/"}, "SINGULARITY_BINDPATH"),
+    ({"Environment": "PATH=.:/usr/bin"}, "PATH"),
+    ({"Environment": "PATH=/usr/bin::/bin"}, "PATH"),
+    ({"Environment": "PATH=bin:/usr/bin"}, "PATH"),
+    ({"Environment": None, "Env": "A=1;LD_AUDIT=./a.so"}, "LD_AUDIT"),
+]
+
+
+@pytest.mark.parametrize(("attrs", "word"), REFUSED, ids=[w for _, w in REFUSED])
+def test_each_channel_is_refused_at_export_in_one_line(attrs: dict, word: str) -> None:
+    job = {**PLAIN, **attrs}
+    problem = channel_problem(job)
+    assert problem is not None and word in problem
+    with pytest.raises(BadInput) as caught:
+        preflight([job])
+    message = str(caught.value)
+    assert "\n" not in message and "7.0" in message and word in message
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {},
+        {"WantIOProxy": False},
+        {"TransferOutput": "results/, a b.txt"},
+        {"Environment": "PATH=/usr/local/bin:/usr/bin HOME_DIR=/x XLD_PRELOAD=1"},
+        {"Environment": "MESSAGE='LD_PRELOAD=x is only text'"},
+        {"TransferInput": "/abs/local/input.txt, rel/dir/"},
+    ],
+)
+def test_jobs_that_use_no_channel_pass(attrs: dict) -> None:
+    assert channel_problem({**PLAIN, **attrs}) is None
+    preflight([{**PLAIN, **attrs}])
+
+
+def test_the_environment_is_read_as_htcondor_reads_it() -> None:
+    assert parse_v2("A=1 B='x y' C='it''s' D=") == {"A": "1", "B": "x y", "C": "it's", "D": ""}
+    assert environment_names({"Env": "A=1;B=2"}) == {"A": "1", "B": "2"}
+    # Environment (V2) wins over Env (V1), as condor_submit and the starter do.
+    assert environment_names({"Environment": "A=2", "Env": "LD_PRELOAD=x"}) == {"A": "2"}
+    assert launcher_variable("LD_PRELOAD") and launcher_variable("apptainer_bind")
+    assert not launcher_variable("OLD_PRELOAD") and not launcher_variable("PATH")
+    assert unsafe_search_path(".") and unsafe_search_path("/a::/b")
+    assert not unsafe_search_path("/usr/bin:/bin")
+
+
+def _starts(job: dict) -> bool:
+    """The pilot's START guard, evaluated on a job ad as the startd does."""
+    lines = [f"{k} = {classad2.quote(v) if isinstance(v, str) else str(v).lower()}"
+             for k, v in job.items() if v is not None]  # fmt: skip
+    ad = classad2.parseOne("\n".join(lines))
+    return classad2.ExprTree(JOB_GUARD.replace("TARGET.", "MY.")).eval(ad) is True
+
+
+@pytest.mark.parametrize(
+    ("attrs", "word"),
+    [r for r in REFUSED if r[1] in ("WantIOProxy", "WantRemoteIO", "WantRemoteSyscalls")]
+    + [r for r in REFUSED if "Environment" in r[0] or "Env" in r[0]][:-4]
+    + [({"Environment": None, "Env": "A=1;LD_AUDIT=./a.so"}, "LD_AUDIT")],
+)
+def test_the_pilots_never_start_a_job_export_would_refuse(attrs: dict, word: str) -> None:
+    """Defence in depth: a job that reached the site anyway (an export of an older
+    version, a queue edited at the site) does not start."""
+    assert _starts(PLAIN)
+    assert not _starts({**PLAIN, **attrs}), word
+
+
+def _settings():  # -> PoolSettings
+    from test_remote_pool import make_settings
+
+    return make_settings("/scratch/exports/calib")
+
+
+@pytest.mark.parametrize("render", [pool_config, pilot_config])
+def test_every_pool_turns_the_daemon_side_of_each_channel_off(render) -> None:
+    text = render(_settings())
+    lines = {line.split("=")[0].strip(): line.split("=", 1)[1].strip()
+             for line in text.splitlines() if "=" in line and not line.startswith("#")}  # fmt: skip
+    for knob in ("ENABLE_CHIRP", "ENABLE_CHIRP_IO", "ENABLE_CHIRP_UPDATES",
+                 "ENABLE_CHIRP_DELAYED", "ENABLE_URL_TRANSFERS", "ENABLE_SSH_TO_JOB",
+                 "SCHEDD_ENABLE_SSH_TO_JOB"):  # fmt: skip
+        assert lines.get(knob) == "FALSE", knob
