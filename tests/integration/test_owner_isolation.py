@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import stat
 import uuid
 from pathlib import Path
@@ -73,6 +74,26 @@ for p in /proc/[0-9]*; do
     fi
 done
 echo "processes seen: $(find /proc -maxdepth 1 -name '[0-9]*' | wc -l)"
+# The site account's home: its keys and the way in.
+for f in /home/hpcuser/.ssh/authorized_keys /home/hpcuser/.ssh; do
+    if ls "$f" >/dev/null 2>&1; then echo "LEAK home $f"; else echo "denied home $f"; fi
+done
+if (echo planted > /home/hpcuser/.ssh/planted) 2>/dev/null; then echo "LEAK home write"; else
+    echo "denied home write"; fi
+# HTCondor's own channels: Chirp (the shadow reads and writes for the job), the pool's
+# daemons over the network (alice's collector at $3), condor_ssh_to_job.
+if condor_chirp fetch "$victim/pool/local/passwords.d/POOL" stolen >/dev/null 2>&1 \
+    && [ -s stolen ]; then echo "LEAK chirp fetch"; else echo "denied chirp fetch"; fi
+if condor_chirp put bob.txt "$spooldir/result.txt" >/dev/null 2>&1; then
+    echo "LEAK chirp put"; else echo "denied chirp put"; fi
+if condor_chirp set_job_attr Owner '"alice"' >/dev/null 2>&1; then
+    echo "LEAK chirp set_job_attr"; else echo "denied chirp set_job_attr"; fi
+if [ -n "$(condor_status -pool "$3" -any -af Name 2>/dev/null)" ]; then
+    echo "LEAK collector $3"; else echo "denied collector $3"; fi
+if condor_q -pool "$3" -global -af ClusterId 2>/dev/null | grep -q .; then
+    echo "LEAK schedd via $3"; else echo "denied schedd via $3"; fi
+if timeout 20 condor_ssh_to_job -pool "$3" -auto-retry "$2.0" true >/dev/null 2>&1 </dev/null
+    then echo "LEAK ssh_to_job"; else echo "denied ssh_to_job"; fi
 env | grep -E 'SEC_TOKEN|CONDOR_CONFIG|passwords\.d|tokens\.d' | sed 's/^/LEAK env /'
 echo "bob's own result" > bob.txt
 echo "probe done"
@@ -120,6 +141,43 @@ def startds_of(remote_dir: str) -> list[str]:
     return names.split()
 
 
+#: What a daemon of one export reaches at the site: $1 another export's directory.
+DAEMON_VIEW = r"""victim=$1
+for d in "$victim" "$victim/pool/local/passwords.d" /home/hpcuser/.ssh; do
+    if ls "$d" >/dev/null 2>&1; then echo "LEAK list $d"; else echo "denied list $d"; fi
+done
+if cat "$victim/pool/local/passwords.d/POOL" >/dev/null 2>&1; then echo "LEAK read key"
+else echo "denied read key"; fi
+roots=0
+for p in /proc/[0-9]*; do
+    if cat "$p/root$victim/pool/local/passwords.d/POOL" >/dev/null 2>&1; then roots=1; fi
+done
+if [ "$roots" = 1 ]; then echo "LEAK key via /proc/PID/root"; else echo "denied /proc roots"; fi
+found=$(find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -name POOL -print \
+    2>/dev/null | grep -v "^$2/" | head -n 3)
+if [ -n "$found" ]; then echo "LEAK keys $found"; else echo "denied keys"; fi
+if [ "$(find /proc -maxdepth 1 -name '[0-9]*' | wc -l)" -lt 50 ]; then echo "denied processes"
+else echo "LEAK processes"; fi
+"""
+
+
+def daemon_views(own: str, victim: str) -> dict[str, str]:
+    """DAEMON_VIEW run where an export's daemons run: in its pool's instance (schedd,
+    shadow) and in a container started as its pilots start their startds."""
+    from lumberjack.site.runtime import Apptainer
+
+    script = shlex.quote(DAEMON_VIEW)
+    image = find_profile("testbed").container.image
+    pilot = Apptainer(root=own, image=image).wrap(
+        f"{own}/pilots/condor_config", "sh", "-c", script, "view", victim, own
+    )
+    pool = f"apptainer -s exec instance://lumberjack-{Path(own).name} sh -c {script} view"
+    return {
+        "pool": site_run(f"{pool} {victim} {own}", check=False),
+        "pilot": site_run(pilot, check=False),
+    }
+
+
 def claims_of(token_path: Path) -> dict:
     payload = token_path.read_text().strip().split(".")[1]
     return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
@@ -154,13 +212,16 @@ def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, a
 
     bob_cluster = submit_as(
         testbed.OTHER_SUBMITTER, bob_dir, 1, executable=str(bob_dir / "probe.sh"),
-        arguments=f"{victim} {alice_cluster}", transfer_output_files="bob.txt",
-        transfer_output_remaps='""',
+        arguments=f"{victim} {alice_cluster} {collector_of(victim)}",
+        transfer_output_files="bob.txt", transfer_output_remaps='""',
     )  # fmt: skip
     with as_submitter(testbed.OTHER_SUBMITTER):
         lumberjack("export", "--ids", str(bob_cluster), *request, "--name", bob_name)
         lumberjack("ship", bob_name)
         lumberjack("launch", bob_name)
+        # What bob's schedd and shadow (his pool's instance) and his startd and starter (a
+        # container as his pilots start it) reach, whatever a job makes them do.
+        views = daemon_views(f"{SITE_BASE}/{bob_name}", victim)
         wait_finished(bob_name, timeout=300)
         # alice's job ran beside bob's (it sleeps 100 s).
         print("alice:", last_json(lumberjack("status", alice_name, "--json"))["jobs"])
@@ -185,7 +246,10 @@ def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, a
     assert probe.rstrip().endswith("probe done"), probe
     assert (bob_dir / "bob.txt").read_text() == "bob's own result\n"
     assert [line for line in probe.splitlines() if "LEAK" in line] == []
-    assert probe.count("denied") >= 14, probe
+    assert probe.count("denied") >= 23, probe
+    for who, seen in views.items():
+        assert [line for line in seen.splitlines() if "LEAK" in line] == [], (who, seen)
+        assert seen.count("denied") == 7, (who, seen)
     assert int(probe.split("processes seen: ")[1].split()[0]) < 10, probe  # its own PIDs
     assert invalidated[0] != 0, invalidated
     assert bob_startds, "bob's startd lost its ad"
