@@ -255,12 +255,13 @@ def preflight(jobs: list[dict]) -> None:
             problems.append(
                 f"{job_id} is already exported (managed by {job.get('ManagedManager')})"
             )
-        elif job.get("JobStatus") != 1:
-            problems.append(f"{job_id} is {word_of(job.get('JobStatus'))}, not idle")
         elif job.get("JobUniverse") not in EXPORTABLE_UNIVERSES:
+            # Scheduler and local jobs would run in the site's schedd itself.
             problems.append(
                 f"{job_id} is in universe {job.get('JobUniverse')}; only vanilla jobs can move"
             )
+        elif job.get("JobStatus") != 1:
+            problems.append(f"{job_id} is {word_of(job.get('JobStatus'))}, not idle")
         elif any(
             job.get(a) is not None for a in ("JobMaterializeDigestFile", "JobMaterializeLimit")
         ):

@@ -22,6 +22,7 @@ from lumberjack.ap.schedd_wait import (
     settle_export,
     settle_import,
 )
+from lumberjack.core.classad_text import quote_string
 from lumberjack.core.contract import QUEUE_LOG
 from lumberjack.errors import BadInput, LumberjackError
 
@@ -158,6 +159,19 @@ class LocalSchedd:
         if not spool or not str(spool).startswith("/"):
             raise LumberjackError(f"the schedd's SPOOL is not an absolute path: {spool!r}")
         return str(spool)
+
+    def hold(self, job_ids: list[str], reason: str) -> None:
+        """Hold jobs ("C.P") with `reason`, as condor_hold -reason does: what cron finds
+        it cannot send anywhere, shown where the user looks (condor_q -hold)."""
+        htcondor = _htcondor()
+        try:
+            self._schedd.act(htcondor.JobAction.Hold, job_ids, reason=reason)
+            # The bindings (25.14) leave HoldReason empty whatever `reason` says.
+            self._schedd.edit(job_ids, "HoldReason", quote_string(reason))
+        except Exception as exc:
+            raise LumberjackError(
+                f"the schedd refused to hold {job_ids}: {_one_line(exc)}"
+            ) from exc
 
     def unexport(self, clusters: list[int]) -> int:
         """The schedd's unexport of `clusters`, asked again while the schedd is busy (a

@@ -27,6 +27,7 @@ import shlex
 from typing import Any
 
 from lumberjack.ap.agent_zipapp import build_agent
+from lumberjack.ap.job_channels import CHANNEL_ATTRS, channel_problem
 from lumberjack.core.contract import PLACEMENTS, ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import BadInput, LumberjackError
@@ -313,15 +314,21 @@ def site_to_join(
 
 def opted_in(schedd: Any, lease: str) -> dict[str, list[int]]:
     """Clusters of the local schedd whose every job opted into `lease` and waits idle,
-    not exported yet (an exported job is Managed "External"), by owner."""
+    not exported yet (an exported job is Managed "External"), by owner. A job that asks
+    for a channel no site may give it (ap/job_channels.py) is held with the reason, as
+    HTCondor holds a job it cannot run, instead of keeping its owner's other clusters
+    away minute after minute; its cluster waits until the owner fixes and releases it."""
     jobs = schedd.query(
         f"{OPT_IN_ATTR} == {json.dumps(lease)}",
-        ["ClusterId", "ProcId", "JobStatus", "Managed", "Owner"],
+        ["ClusterId", "ProcId", "JobStatus", "Managed", "Owner", *CHANNEL_ATTRS],
     )
     clusters: dict[int, bool] = {}
     owners: dict[int, str] = {}
     for job in jobs:
         ready = job.get("JobStatus") == 1 and job.get("Managed") != "External"
+        if ready and (problem := channel_problem(job)) is not None:
+            schedd.hold([f"{job['ClusterId']}.{job['ProcId']}"], f"condor_lumberjack: {problem}")
+            ready = False
         clusters[job["ClusterId"]] = clusters.get(job["ClusterId"], True) and ready
         owners[job["ClusterId"]] = str(job.get("Owner"))
     by_owner: dict[str, list[int]] = {}

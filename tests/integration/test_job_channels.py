@@ -43,6 +43,10 @@ CHANNELS = [
     ({"manifest": "true", "manifest_dir": "/home/hpcuser/.ssh"}, "ManifestDir"),
     ({"+PreCmd": '"setup.sh"'}, "PreCmd"),
     ({"+PostCmd": '"/bin/true"'}, "PostCmd"),
+    # Run by the schedd itself, beside every export's daemons (held: the access point's
+    # schedd would run them at once).
+    ({"universe": "local", "hold": "true"}, "universe"),
+    ({"universe": "scheduler", "hold": "true"}, "universe"),
 ]
 
 
@@ -55,6 +59,10 @@ def test_every_channel_is_refused_at_export_and_nothing_changes(
     clusters = [
         submit_as(testbed.OTHER_SUBMITTER, job_dir, 1, **commands) for commands, _ in CHANNELS
     ]
+    constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
+    before = {
+        j["ClusterId"]: j.get("JobStatus") for j in query(constraint, ["ClusterId", "JobStatus"])
+    }
     with as_submitter(testbed.OTHER_SUBMITTER):
         for cluster, (commands, word) in zip(clusters, CHANNELS):
             for how in (("--dry-run",), ()):
@@ -66,7 +74,7 @@ def test_every_channel_is_refused_at_export_and_nothing_changes(
                 assert refused.returncode == 2, (commands, refused.stdout, refused.stderr)
                 assert len(lines) == 1 and f"{cluster}.0" in lines[0], (commands, lines)
                 assert word in lines[0], (commands, lines)
-    jobs = query(" || ".join(f"ClusterId == {c}" for c in clusters), ["JobStatus", "Managed"])
-    assert len(jobs) == len(CHANNELS)
-    assert all(job.get("JobStatus") == 1 and job.get("Managed") is None for job in jobs)
+    after = query(constraint, ["ClusterId", "JobStatus", "Managed"])
+    assert {j["ClusterId"]: j.get("JobStatus") for j in after} == before
+    assert len(after) == len(CHANNELS) and all(j.get("Managed") is None for j in after)
     assert not list(state_dir.glob("bundles/*/*")), "a bundle was written"

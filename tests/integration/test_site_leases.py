@@ -23,6 +23,7 @@ from journey import (
     lumberjack,
     make_job_dir,
     processes_of,
+    query,
     site_path,
     site_run,
     stop_at_site,
@@ -186,11 +187,22 @@ def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: d
     # A third cluster opts in by attribute: `sync` alone exports it into the lease as it
     # waits idle, ships, launches, fetches and imports it (a DAG node needs no command).
     dir_c = make_job_dir(workspace, "job-third")
-    submit(dir_c, JOBS, arguments="$(Process) $(code) 1", **{"MY.LumberjackLease": f'"{lease}"'})
+    opt_in = {"MY.LumberjackLease": f'"{lease}"'}
+    good = submit(dir_c, JOBS, arguments="$(Process) $(code) 1", **opt_in)
+    # One that asks for Chirp opts in too: cron holds it with the reason and sends the rest.
+    chirp = submit(make_job_dir(workspace, "job-chirp"), 1, want_io_proxy="true", **opt_in)
     before_c = tree(dir_c)
     rounds = [last_json(lumberjack("sync", "--json"))]
     third = next(e["export"] for e in rounds[0]["exports"] if e.get("export"))
     at_site["exports"].append(third)
+    assert [e["steps"] for e in rounds[0]["exports"] if e.get("export")] == [
+        [f"exported clusters {good} as {third}"]
+    ]
+    (held,) = query(f"ClusterId == {chirp}", ["JobStatus", "HoldReason", "Managed"])
+    assert held["JobStatus"] == 5 and held.get("Managed") is None, held
+    assert (
+        held["HoldReason"].startswith("condor_lumberjack: ") and "WantIOProxy" in held["HoldReason"]
+    )
     poll(f"{third} imported by sync", lambda: last_json(lumberjack("sync", "--json")),
          lambda a: {e["name"]: e["phase"] for e in a["exports"]}.get(third) == "imported",
          timeout=400, every=3)  # fmt: skip

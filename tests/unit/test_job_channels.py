@@ -64,6 +64,15 @@ def test_each_channel_is_refused_at_export_in_one_line(attrs: dict, word: str) -
     assert "\n" not in message and "7.0" in message and word in message
 
 
+@pytest.mark.parametrize("universe", [7, 12, 9, 10, 11, 13])
+def test_jobs_of_other_universes_are_refused_whatever_their_status(universe: int) -> None:
+    """Scheduler (7) and local (12) jobs run in the schedd itself; grid, java, parallel
+    and vm jobs have no place at the site either."""
+    for status in (1, 5):
+        with pytest.raises(BadInput, match=f"universe {universe}"):
+            preflight([{**PLAIN, "JobUniverse": universe, "JobStatus": status}])
+
+
 @pytest.mark.parametrize(
     "attrs",
     [

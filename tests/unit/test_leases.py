@@ -454,6 +454,18 @@ def test_only_whole_idle_clusters_that_opted_in_are_ready() -> None:
     assert leases.opted_in(queue, "other") == {"alice": [7]}
 
 
+def test_an_opted_in_job_that_asks_for_a_channel_is_held_and_keeps_no_one_waiting() -> None:
+    """Cron's path: the job is held with export's reason (condor_q -hold shows it), its
+    cluster waits, the owner's other clusters go."""
+    held: list[tuple[list[str], str]] = []
+    queue = Queue(job(5, 0), job(6, 0), job(6, 1, WantIOProxy=True), job(7, 0, TransferOutput="/x"))
+    queue.hold = lambda ids, reason: held.append((ids, reason))  # type: ignore[method-assign]
+    assert leases.opted_in(queue, "calib") == {"alice": [5]}
+    assert [ids for ids, _ in held] == [["6.1"], ["7.0"]]
+    assert all(reason.startswith("condor_lumberjack: ") for _, reason in held)
+    assert "WantIOProxy" in held[0][1] and "'/x'" in held[1][1]
+
+
 def test_opted_in_clusters_are_grouped_by_owner() -> None:
     queue = Queue(job(5, 0), job(6, 0, Owner="bob"), job(7, 0), job(8, 0, Owner="carol"))
     assert leases.opted_in(queue, "calib") == {"alice": [5, 7], "bob": [6], "carol": [8]}
