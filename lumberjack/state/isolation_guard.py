@@ -86,7 +86,7 @@ def tenants(ledger: Ledger) -> Iterator[Tenant]:
     known: dict[str, dict[str, Any]] = {}
     for record in ledger.list():
         shipped = "site_account" in record.info and record.phase in AT_SITE_IF_SHIPPED
-        if record.phase in AT_SITE or shipped:
+        if record.site is not None and (record.phase in AT_SITE or shipped):  # not --out
             facts = _recorded(record.info, record.site, known)
             yield Tenant("export", record.name, record.owner, record.phase.value, record.site,
                          facts["site_account"], facts["isolation"])  # fmt: skip
@@ -108,10 +108,9 @@ def refuse_beside(ledger: Ledger, new: Tenant, profile: SiteProfile, shared: boo
             continue
         if not new.same_account(other) or (new.contained and other.contained):
             continue
-        account = new.account or f"of site {new.site}"
         there = (
             f"{other.kind} {other.name} of {other.owner or 'an unrecorded owner'} is there "
-            f"({other.phase}) on the same site account {account} (site {other.site})"
+            f"({other.phase}) on the same site account {new.account} (site {other.site})"
         )
         if new.contained:
             why = f"{there}, and its jobs get no container: they could read this {new.kind}'s files"

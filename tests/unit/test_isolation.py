@@ -102,7 +102,9 @@ def test_isolation_of_profiles() -> None:
     assert "only its sandbox" in isolation.isolation_note(contained)
 
 
-def _export(ledger: Ledger, name: str, owner: str, site: str, phase: str, **info: object) -> None:
+def _export(
+    ledger: Ledger, name: str, owner: str, site: str | None, phase: str, **info: object
+) -> None:
     ledger.create(
         name, site=site, bundle_dir=Path("/nowhere") / name, remote_spool=f"/r/{name}/spool",
         owner=owner, clusters=[1], jobs=["1.0"],
@@ -212,8 +214,9 @@ def test_what_was_recorded_at_ship_counts_not_the_profile_now(tmp_path: Path) ->
     with pytest.raises(BadInput, match="export alice-cut of alice is there .unexported."):
         check_isolation(ledger, ledger.get("bob-calib"), bare)
     ledger.set_phase("alice-cut", "cleaned")
-    # Never shipped (no account recorded): nothing of it at the site.
+    # Never shipped (no account recorded), or an offline bundle: nothing at a site.
     _export(ledger, "alice-local", "alice", "testbed", "unexported")
+    _export(ledger, "alice-offline", "alice", None, "imported")
     check_isolation(ledger, ledger.get("bob-calib"), bare)
     # A record from before accounts were kept: its profile's account now; with the
     # profile gone, its site's name is all there is to compare.
