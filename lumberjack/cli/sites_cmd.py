@@ -112,6 +112,7 @@ def check_cmd(
     """
     from lumberjack.ap.matchmaking import site_slot, slot_summary
     from lumberjack.profiles.isolation import isolation_note, isolation_of
+    from lumberjack.transport.login_account import login_account
 
     all_ids = tuple(i for chunk in ids + more_ids for i in chunk.replace(",", " ").split())
     selection = Selection(constraint, all_ids) if constraint or all_ids else None
@@ -130,12 +131,14 @@ def check_cmd(
         matched = {"matchmaking": analysis.to_json()}
         matched_lines = matchmaking.report_lines(analysis)
     note = isolation_note(profile)
+    account = login_account(profile)  # what the guard compares, whatever the profile's name
     slot = site_slot(profile, request)
     emit(
         as_json,
         {"ok": True, **report_dict(request, profile), "isolation": isolation_of(profile),
-         "isolation_note": note, "slot_ad": slot, **matched},
-        "\n".join([*report_lines(request, profile), f"other owners: {note}",
+         "isolation_note": note, "site_account": account, "slot_ad": slot, **matched},
+        "\n".join([*report_lines(request, profile),
+                   f"other owners: on site account {account}, {note}",
                    f"slot ad: {slot_summary(slot)} (each pilot node; --json: all of it)",
                    *matched_lines]),
     )  # fmt: skip

@@ -4,10 +4,13 @@ Every export at a site runs as the profile's one site account. With runtime appt
 singularity each job runs in a container of its own that holds only its sandbox
 (lumberjack/site/job_container.py): exports of different owners may run side by side.
 Runtimes "none" and podman-hpc have no such container: a job there can read and write
-everything the site account can, other exports included, so exports of different owners
-must not be at the site at once, unless the operator declares the account shared on
-purpose (`[site] shared_account = true`, or `launch --shared-account`), accepting that
-its users trust each other. state/isolation_guard.py enforces it at ship and launch.
+everything the site account can, other exports included. So while the jobs of either
+get no container, exports (and leases) of different owners must not be on one site
+account at once, unless the operator declares the account shared on purpose (`[site]
+shared_account = true`, or `--shared-account`), accepting that its users trust each
+other. The account is the login's user and host, whatever profile names it and
+wherever its base_dir is. state/isolation_guard.py enforces it at ship, launch and
+lease create.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def isolation_note(profile: SiteProfile) -> str:
     if kind == CONTAINED:
         return (
             f"each job runs in its own {runtime} container that holds only its sandbox: "
-            "exports of different owners may share the site account"
+            "exports of different owners may share the site account, unless one of them "
+            "came by a profile whose jobs get no container"
         )
     if kind == SHARED:
         return (
@@ -45,6 +49,6 @@ def isolation_note(profile: SiteProfile) -> str:
         )
     return (
         f"runtime {runtime} gives jobs no container: one owner's exports at a time on this "
-        "site account (ship and launch refuse another owner's; [site] shared_account = true "
-        "if its users may see each other's files)"
+        "site account, whichever profile they came by (ship and launch refuse another "
+        "owner's; [site] shared_account = true if its users may see each other's files)"
     )

@@ -34,6 +34,7 @@ from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
 from lumberjack.profiles.sites import check_not_retired
+from lumberjack.state.isolation_guard import GUARD_LOCK, check_lease_isolation
 from lumberjack.state.ledger import ExportRecord, LeaseRecord, Ledger, lease_key
 from lumberjack.state.lifecycle import ship_condor_release
 from lumberjack.state.phases import LeasePhase, Phase, lease_move
@@ -150,7 +151,10 @@ def create(
         remote_dir = site.lease_dir(name)
         site.refuse_existing(remote_dir, "lease", "name")
         info = {"remote_dir": remote_dir, "request": request_info(request), **(shared or {})}
-        record = ledger.create_lease(name, site=profile.name, info=info)
+        # Its key and pilots' token lie on the site account: the same rule as an export's.
+        with ledger.lock(GUARD_LOCK, wait=True):
+            info |= check_lease_isolation(ledger, name, info.get("owner"), profile)
+            record = ledger.create_lease(name, site=profile.name, info=info)
     elif record.phase != LeasePhase.CREATING or record.site != profile.name:
         raise BadInput(
             f"a lease named {name!r} already exists (site {record.site}, {record.phase}); "

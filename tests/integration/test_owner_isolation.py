@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import stat
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -309,3 +310,79 @@ def test_no_container_means_one_owner_at_a_time(workspace: Path, state_dir: Path
     with as_submitter(testbed.OTHER_SUBMITTER):
         lumberjack("unexport", bob_name)
     lumberjack("unexport", alice_name)
+
+
+def refused_in_one_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    return message
+
+
+def sync_error(name: str) -> dict:
+    """cron's path, `sync --name NAME --json`: this export's entry, which must be an error."""
+    result = lumberjack("sync", "--name", name, "--json", check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    entry = json.loads(result.stdout)["exports"][0]
+    assert len(entry["error"].splitlines()) == 1, entry
+    return entry
+
+
+def test_one_site_account_whatever_the_profiles_name(
+    workspace: Path, state_dir: Path, at_site
+) -> None:
+    """testbed (apptainer) and testbed-nocontainer are two names of one site account:
+    hpcuser on the same login host, the same base_dir. Root for both owners: while
+    alice's export is there by testbed, bob's by testbed-nocontainer is not shipped (by
+    `ship` and by cron's `sync`), and while his is there, hers is not: his jobs, with no
+    container, would read her files."""
+    alice_dir = make_job_dir(workspace, "alice")
+    bob_home = workspace / "bob"
+    bob_home.mkdir()
+    os.chown(bob_home, testbed.OTHER_SUBMITTER_UID, testbed.OTHER_SUBMITTER_UID)
+    bob_dir = make_job_dir(bob_home, "job", uid=testbed.OTHER_SUBMITTER_UID)
+    tag = uuid.uuid4().hex[:6]
+    alice_name, bob_name, alice_next = f"acct-alice-{tag}", f"acct-bob-{tag}", f"acct-al2-{tag}"
+    at_site.extend([alice_name, bob_name, alice_next])
+    account = "hpcuser@10.251.0.2"
+    sized = ("--nodes", "1", "--walltime", "10m")
+
+    alice_cluster = submit(alice_dir, 1)
+    lumberjack("export", "--ids", str(alice_cluster), "--site", "testbed", *sized,
+               "--name", alice_name)  # fmt: skip
+    lumberjack("ship", alice_name)
+    bob_cluster = submit_as(testbed.OTHER_SUBMITTER, bob_dir, 1)
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("export", "--ids", str(bob_cluster), "--site", "testbed-nocontainer",
+                   *sized, "--name", bob_name)  # fmt: skip
+        message = refused_in_one_line(lumberjack("ship", bob_name, check=False))
+        assert (
+            f"export {alice_name} of alice is there (shipped) on the same site account "
+            f"{account} (site testbed)"
+        ) in message, message
+        assert "runtime none" in message and "shared_account" in message
+        entry = sync_error(bob_name)
+        assert f"export {alice_name} of alice is there" in entry["error"], entry
+    # Nothing changed: bob's export waits here, nothing of it at the site.
+    assert last_json(lumberjack("status", bob_name, "--json"))["phase"] == "exported"
+    assert not site_path(f"{SITE_BASE}/{bob_name}").exists()
+
+    # The other way round: bob's uncontained export there, alice's contained one waits.
+    lumberjack("unexport", alice_name)
+    lumberjack("cleanup", alice_name)
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("ship", bob_name)
+    lumberjack("export", "--ids", str(alice_cluster), "--site", "testbed", *sized,
+               "--name", alice_next)  # fmt: skip
+    entry = sync_error(alice_next)
+    assert entry["phase"] == "exported", entry
+    assert (
+        f"export {bob_name} of bob is there (shipped) on the same site account {account} "
+        "(site testbed-nocontainer), and its jobs get no container"
+    ) in entry["error"], entry
+    message = refused_in_one_line(lumberjack("ship", alice_next, check=False))
+    assert f"export {bob_name} of bob is there" in message, message
+    assert not site_path(f"{SITE_BASE}/{alice_next}").exists()
+    with as_submitter(testbed.OTHER_SUBMITTER):
+        lumberjack("unexport", bob_name)
+    lumberjack("unexport", alice_next)

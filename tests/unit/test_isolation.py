@@ -18,8 +18,9 @@ from lumberjack.profiles import isolation
 from lumberjack.profiles.sites import find_profile
 from lumberjack.site import job_container, pilot_token, remote_pool
 from lumberjack.site.remote_pool import PoolSettings
-from lumberjack.state.isolation_guard import check_isolation
+from lumberjack.state.isolation_guard import account_facts, check_isolation, check_lease_isolation
 from lumberjack.state.ledger import Ledger
+from lumberjack.transport.login_account import login_account
 
 site_bundle = load_fixture_module("site_bundle")
 
@@ -101,31 +102,170 @@ def test_isolation_of_profiles() -> None:
     assert "only its sandbox" in isolation.isolation_note(contained)
 
 
-def _export(ledger: Ledger, name: str, owner: str, site: str, phase: str) -> None:
+def _export(
+    ledger: Ledger, name: str, owner: str, site: str | None, phase: str, **info: object
+) -> None:
     ledger.create(
         name, site=site, bundle_dir=Path("/nowhere") / name, remote_spool=f"/r/{name}/spool",
         owner=owner, clusters=[1], jobs=["1.0"],
     )  # fmt: skip
     ledger.set_phase(name, phase)
+    if info:
+        ledger.update_info(name, **info)
+
+
+def _shipped(ledger: Ledger, name: str, owner: str, site: str, phase: str = "shipped") -> None:
+    """An export as ship leaves it: its account and how its jobs run, recorded."""
+    _export(ledger, name, owner, site, phase, **account_facts(find_profile(site)))
+
+
+ACCOUNT = "hpcuser@10.251.0.2"
+
+
+def test_the_account_is_the_login_not_the_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ("testbed", "testbed-nocontainer", "testbed-mfa", "testbed-alloc")
+    assert {login_account(find_profile(name)) for name in names} == {ACCOUNT}  # ports differ
+    bare = find_profile("testbed-nocontainer")
+    renamed = dataclasses.replace(bare, name="elsewhere", base_dir="/other/place")
+    assert login_account(renamed) == ACCOUNT
+    assert login_account(dataclasses.replace(bare, login_host="Login.Example.ORG.")) == (
+        "hpcuser@login.example.org"
+    )
+    assert login_account(dataclasses.replace(bare, user="alice1")) == "alice1@10.251.0.2"
+    # A Host alias of the SSH configuration is the host it names, as for the transport.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("Host tb\n  HostName 10.251.0.2\n  User hpcuser\n")
+    assert login_account(dataclasses.replace(bare, login_host="tb", user=None)) == ACCOUNT
 
 
 def test_launch_refuses_another_owner_where_jobs_get_no_container(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "state")
     site = "testbed-nocontainer"
     bare = find_profile(site)
-    _export(ledger, "alice-calib", "alice", site, "running")
-    _export(ledger, "alice-more", "alice", site, "shipped")
+    _shipped(ledger, "alice-calib", "alice", site, "running")
+    _shipped(ledger, "alice-more", "alice", site)
     _export(ledger, "carol-old", "carol", site, "cleaned")  # gone from the site
-    _export(ledger, "dave-elsewhere", "dave", "testbed", "running")  # another site
+    # another account on the same host
+    _export(ledger, "dave-elsewhere", "dave", site, "running", site_account="dave@10.251.0.2",
+            isolation=isolation.ONE_OWNER)  # fmt: skip
     check_isolation(ledger, ledger.get("alice-more"), bare)  # the same owner: fine
-    _export(ledger, "bob-calib", "bob", site, "shipped")
+    _export(ledger, "bob-calib", "bob", site, "exported")
     with pytest.raises(BadInput, match="export alice-calib of alice is there") as refused:
         check_isolation(ledger, ledger.get("bob-calib"), bare)
     assert "\n" not in str(refused.value)
+    assert f"on the same site account {ACCOUNT}" in str(refused.value)
+    assert "site_account" not in ledger.get("bob-calib").info  # refused: nothing recorded
     check_isolation(ledger, ledger.get("bob-calib"), bare, shared_account=True)
     check_isolation(ledger, ledger.get("bob-calib"), dataclasses.replace(bare, shared_account=True))
-    # Where every job has its own container, owners share the account.
-    check_isolation(ledger, ledger.get("bob-calib"), find_profile("testbed"))
+    assert ledger.get("bob-calib").info["site_account"] == ACCOUNT
+    assert ledger.get("bob-calib").info["isolation"] == isolation.SHARED
+
+
+def test_a_profile_of_another_name_is_the_same_account(tmp_path: Path) -> None:
+    """The issue's case: alice at testbed (apptainer), bob by testbed-nocontainer (same
+    host, user and base_dir): refused whichever comes second."""
+    ledger = Ledger(tmp_path / "state")
+    _shipped(ledger, "alice-calib", "alice", "testbed", "running")
+    _export(ledger, "bob-calib", "bob", "testbed-nocontainer", "exported")
+    with pytest.raises(
+        BadInput,
+        match="export alice-calib of alice is there .running. on "
+        f"the same site account {ACCOUNT} .site testbed.: each owner's",
+    ):
+        check_isolation(ledger, ledger.get("bob-calib"), find_profile("testbed-nocontainer"))
+    # Contained beside uncontained: the uncontained one's jobs reach the contained files.
+    ledger.set_phase("alice-calib", "cleaned")
+    _shipped(ledger, "bob-first", "bob", "testbed-nocontainer")
+    _export(ledger, "alice-next", "alice", "testbed", "exported")
+    with pytest.raises(
+        BadInput,
+        match="export bob-first of bob is there .shipped. .* its "
+        "jobs get no container: they could read this export's files",
+    ):
+        check_isolation(ledger, ledger.get("alice-next"), find_profile("testbed"))
+    # Both contained (two profiles, two ports, one account): side by side.
+    ledger.set_phase("bob-first", "cleaned")
+    _shipped(ledger, "bob-mfa", "bob", "testbed-mfa", "running")
+    check_isolation(ledger, ledger.get("alice-next"), find_profile("testbed"))
+    # Another user of the same host is another account: the kernel keeps them apart.
+    _shipped(ledger, "erin-bare", "erin", "testbed-nocontainer")
+    other_user = dataclasses.replace(find_profile("testbed-nocontainer"), user="alice1")
+    _export(ledger, "alice-own", "alice", "testbed-nocontainer", "exported")
+    check_isolation(ledger, ledger.get("alice-own"), other_user)
+    assert ledger.get("alice-own").info["site_account"] == "alice1@10.251.0.2"
+
+
+def test_what_was_recorded_at_ship_counts_not_the_profile_now(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "state")
+    bare = find_profile("testbed-nocontainer")
+    # Shipped by a profile since renamed or removed: its recorded account still counts.
+    _export(ledger, "alice-old", "alice", "retired-name", "launched", site_account=ACCOUNT,
+            isolation=isolation.ONE_OWNER)  # fmt: skip
+    _export(ledger, "bob-calib", "bob", "testbed-nocontainer", "exported")
+    with pytest.raises(BadInput, match="export alice-old of alice is there"):
+        check_isolation(ledger, ledger.get("bob-calib"), bare)
+    ledger.set_phase("alice-old", "cleaned")
+    # A ship cut short, or handed back without cleanup: files may be there.
+    _export(ledger, "alice-cut", "alice", "testbed", "unexported", site_account=ACCOUNT,
+            isolation=isolation.CONTAINED)  # fmt: skip
+    with pytest.raises(BadInput, match="export alice-cut of alice is there .unexported."):
+        check_isolation(ledger, ledger.get("bob-calib"), bare)
+    ledger.set_phase("alice-cut", "cleaned")
+    # Never shipped (no account recorded), or an offline bundle: nothing at a site.
+    _export(ledger, "alice-local", "alice", "testbed", "unexported")
+    _export(ledger, "alice-offline", "alice", None, "imported")
+    check_isolation(ledger, ledger.get("bob-calib"), bare)
+    # A record from before accounts were kept: its profile's account now; with the
+    # profile gone, its site's name is all there is to compare.
+    _export(ledger, "bob-more", "bob", "testbed-nocontainer", "exported")
+    _export(ledger, "alice-legacy", "alice", "testbed", "running")
+    with pytest.raises(BadInput, match="export alice-legacy of alice"):
+        check_isolation(ledger, ledger.get("bob-more"), bare)
+    ledger.set_phase("alice-legacy", "cleaned")
+    _export(ledger, "alice-gone", "alice", "no-such-profile", "running")
+    check_isolation(ledger, ledger.get("bob-more"), bare)
+    gone = dataclasses.replace(bare, name="no-such-profile")
+    _export(ledger, "bob-gone", "bob", "no-such-profile", "exported")
+    with pytest.raises(BadInput, match="export alice-gone of alice"):
+        check_isolation(ledger, ledger.get("bob-gone"), gone)
+
+
+def test_a_lease_follows_the_same_rules(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "state")
+    bare = find_profile("testbed-nocontainer")
+    facts = account_facts(bare)
+    ledger.create_lease("calib", site="testbed-nocontainer",
+                        info={"owner": "alice", "share_with": ["bob"], **facts})  # fmt: skip
+    # Shared with bob, but its jobs get no container: bob's export may not join it.
+    _export(ledger, "alice-calib", "alice", "testbed-nocontainer", "exported", lease="calib")
+    check_isolation(ledger, ledger.get("alice-calib"), bare)
+    _export(ledger, "bob-calib", "bob", "testbed-nocontainer", "exported", lease="calib")
+    with pytest.raises(BadInput, match="export alice-calib of alice is there .exported."):
+        check_isolation(ledger, ledger.get("bob-calib"), bare)
+    # The lease alone is alice's too: its key and its pilots' token are on the account.
+    ledger.set_phase("alice-calib", "cleaned")
+    with pytest.raises(BadInput, match="lease calib of alice is there .creating."):
+        check_isolation(ledger, ledger.get("bob-calib"), bare)
+    check_isolation(ledger, ledger.get("bob-calib"), bare, shared_account=True)
+    ledger.set_phase("bob-calib", "cleaned")
+    # Nor a plain export of carol's, by a profile of any name, contained or not.
+    _export(ledger, "carol-calib", "carol", "testbed", "exported")
+    with pytest.raises(BadInput, match="lease calib of alice is there"):
+        check_isolation(ledger, ledger.get("carol-calib"), find_profile("testbed"))
+    # Nor a new lease of carol's on the account.
+    with pytest.raises(BadInput, match="lease calib of alice is there"):
+        check_lease_isolation(ledger, "carol-lease", "carol", find_profile("testbed"))
+    # A contained lease carries several owners' contained exports.
+    ledger.update_lease_info("calib", **account_facts(find_profile("testbed")))
+    _export(ledger, "bob-again", "bob", "testbed", "shipped", lease="calib",
+            **account_facts(find_profile("testbed")))  # fmt: skip
+    check_isolation(ledger, ledger.get("carol-calib"), find_profile("testbed"))
+    assert check_lease_isolation(ledger, "carol-lease", "carol", find_profile("testbed-mfa")) == {
+        "site_account": ACCOUNT, "isolation": isolation.CONTAINED,
+    }  # fmt: skip
 
 
 def _token(iat: float, exp: float) -> str:

@@ -492,6 +492,29 @@ def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
     assert not site.lease_pool and not [p for p in site.connection.files if "lease-" in p]
 
 
+def test_create_refuses_a_lease_beside_another_owners_uncontained_export(
+    ledger: Ledger,
+) -> None:
+    """bob's export came by testbed-nocontainer (same account, other name): its jobs
+    could read the new lease's key; nothing is recorded, nothing sent."""
+    facts = {"site_account": "hpcuser@10.251.0.2", "isolation": "one-owner"}
+    ledger.create("bob-calib", site="testbed-nocontainer", bundle_dir=Path("/nonexistent"),
+                  remote_spool="/s", owner="bob", clusters=[7], jobs=["7.0"],
+                  info=facts)  # fmt: skip
+    ledger.set_phase("bob-calib", "running")
+    site = LeaseSite()
+    with pytest.raises(BadInput, match="export bob-calib of bob is there .running. on the "
+                       "same site account hpcuser@10.251.0.2"):  # fmt: skip
+        leases.create(ledger, site, "calib", build_request(site.profile, nodes=2),
+                      {"owner": "alice", "share_with": []})  # fmt: skip
+    assert ledger.find_lease("calib") is None
+    assert not [p for p in site.connection.files if "lease-" in p]
+    ledger.set_phase("bob-calib", "cleaned")
+    create(ledger, site)
+    info = ledger.get_lease("calib").info
+    assert (info["site_account"], info["isolation"]) == ("hpcuser@10.251.0.2", "contained")
+
+
 def test_sync_finishes_a_create_that_failed_half_way(ledger: Ledger) -> None:
     site = LeaseSite()
     site.agent_error["lease-start"] = "apptainer: cannot start the instance"

@@ -100,6 +100,14 @@ def test_check_json():
     assert data["walltime"] == "00:30:00"
 
 
+def test_check_names_the_site_account_other_owners_share():
+    for site in ("testbed", "testbed-nocontainer"):  # two names, one account
+        data = json.loads(run("sites", "check", site, "--json").output)
+        assert data["site_account"] == "hpcuser@10.251.0.2"
+    result = run("sites", "check", "testbed-nocontainer")
+    assert "other owners: on site account hpcuser@10.251.0.2, runtime none" in result.output
+
+
 def test_check_breaking_a_limit_exits_2_with_one_line():
     result = run("sites", "check", "perlmutter", "--queue", "debug-cpu", "--nodes", "12")
     assert result.exit_code == 2
