@@ -50,9 +50,11 @@ CHANNELS = [
 ]
 
 
+@pytest.mark.parametrize("site", ["testbed", "testbed-nocontainer"])
 def test_every_channel_is_refused_at_export_and_nothing_changes(
-    workspace: Path, state_dir: Path
+    workspace: Path, state_dir: Path, site: str
 ) -> None:
+    """With job containers (Apptainer) and without (runtime none): the same refusals."""
     bob_home = workspace / "bob"
     bob_home.mkdir()
     job_dir = make_job_dir(bob_home, "job", uid=testbed.OTHER_SUBMITTER_UID)
@@ -67,7 +69,7 @@ def test_every_channel_is_refused_at_export_and_nothing_changes(
         for cluster, (commands, word) in zip(clusters, CHANNELS):
             for how in (("--dry-run",), ()):
                 refused = lumberjack(
-                    "export", "--ids", str(cluster), "--site", "testbed", "--nodes", "1",
+                    "export", "--ids", str(cluster), "--site", site, "--nodes", "1",
                     "--walltime", "10m", *how, check=False,
                 )  # fmt: skip
                 lines = [line for line in refused.stderr.splitlines() if line.strip()]
