@@ -291,8 +291,10 @@ def allocation_pilot_config(settings: PoolSettings) -> str:
 
 
 def _in_image_pool(settings: PoolSettings, *command: str) -> str:
-    """`command` run the runtime's way, with the pool's config."""
-    return settings.runtime.wrap(settings.layout.pool_config, *command)
+    """`command` run the runtime's way, with the pool's config, on the head node: its
+    sockets and locks in the head's node-local directory (node-head.sh.tmpl)."""
+    run = f'"${HEAD_RUN_ENV}"'
+    return settings.runtime.wrap(settings.layout.pool_config, *command, node_local=run)
 
 
 # The address of this node on the route to the login node (which every node reaches),

@@ -113,10 +113,21 @@ class ContainerRuntime:
         """The words before an HTCondor command in a fresh container (quoted for a shell)."""
         raise NotImplementedError
 
-    def wrap(self, config: str, *command: str) -> str:
+    def node_local_binds(self, node_local: str) -> list[str]:
+        """The words that put the node-local directory `node_local` (a shell word, which
+        may hold an expansion) into a fresh container at its own path; none where the
+        command sees the node's directories anyway."""
+        return []
+
+    def wrap(self, config: str, *command: str, node_local: str = "") -> str:
         """A shell fragment that runs `command` (words passed as they are: they may hold
-        shell expansions) with CONDOR_CONFIG=config, in a fresh container."""
-        return " ".join(self.prefix(config)) + " " + " ".join(command)
+        shell expansions) with CONDOR_CONFIG=config, in a fresh container; `node_local`:
+        a directory of the node (sockets, locks) the container shares with others."""
+        words = self.prefix(config)
+        if node_local:
+            # After the binary and its subcommand, before anything else.
+            words = [*words[:3], *self.node_local_binds(node_local), *words[3:]]
+        return " ".join(words) + " " + " ".join(command)
 
     def argv(self, config: str, *command: str) -> list[str]:
         """`command` with CONDOR_CONFIG=config, inside the running pool (login node)."""
@@ -242,6 +253,10 @@ class Apptainer(ContainerRuntime):
             "env", f"CONDOR_CONFIG={shlex.quote(config)}",
         ]  # fmt: skip
 
+    def node_local_binds(self, node_local: str) -> list[str]:
+        # Its own /tmp hides the node's (confinement_args).
+        return ["--bind", node_local]
+
     # The pool is an Apptainer instance, driven through spython. spython runs the
     # `singularity` command, which Apptainer installs as its other name.
 
@@ -352,6 +367,10 @@ class PodmanHPC(ContainerRuntime):
         words = [self.BINARY, "run", "--rm", *self._run_options(), self.image,
                  "env", f"CONDOR_CONFIG={config}"]  # fmt: skip
         return [shlex.quote(word) for word in words]
+
+    def node_local_binds(self, node_local: str) -> list[str]:
+        # A container's /tmp is its own.
+        return ["-v", f"{node_local}:{node_local}"]
 
     def argv(self, config: str, *command: str) -> list[str]:
         return [self.BINARY, "exec", self.pool_name, "env", f"CONDOR_CONFIG={config}", *command]
