@@ -1,0 +1,153 @@
+"""Where an export's bundle directory comes from: made so that root never creates,
+chmods or chowns anything by path inside a directory a user can write.
+
+Two cases, decided by the bundle's parent:
+
+- The parent is root's at every level (lstat, identity.user_writable_level: root's
+  `bundles/`, or an `--out` below root's own directories): root makes the bundle there,
+  as import's handover does. The parent is opened from / without following any link a
+  user could have made (safe_write.open_dir); the bundle directory is made (or an empty
+  one of root's taken) and opened O_NOFOLLOW through the parent's descriptor, `native/`
+  (where the schedd, acting as the owner, writes its export) made inside it through that
+  descriptor, both given to the owner with fchown, the bundle directory last. Nothing is
+  reached by path afterwards: from then on it is the owner's.
+- Anywhere else (an `--out` in a directory a user can write): the owner's child process
+  (as_user) makes and checks the directory and `native/`, and the kernel decides. A link
+  at the name is refused there too, whatever it points at: `--out` is never followed.
+
+An existing directory must be empty; one of another account's is refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from lumberjack.ap import as_user, safe_write
+from lumberjack.ap.bundle import NATIVE
+from lumberjack.ap.identity import Owner, owner_of, user_writable_level
+from lumberjack.errors import BadInput
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def bundle_path(given: Path) -> Path:
+    """An absolute bundle path as given, never resolved through a link (`..` is taken
+    as written)."""
+    return Path(os.path.abspath(given))
+
+
+def check_bundle_dir(path: Path, owner: str) -> None:
+    """Refuse (BadInput, nothing changed) a bundle directory that make_bundle_dir would
+    refuse: a link, not a directory, not empty, another account's."""
+    _make(path, owner, create=False)
+
+
+def make_bundle_dir(path: Path, owner: str) -> None:
+    """`path` (new or empty) and its `native/`, the owner's, 0700: see the module."""
+    _make(path, owner, create=True)
+
+
+def _make(path: Path, owner: str, create: bool) -> None:
+    found = owner_of(owner)
+    if found is not None and user_writable_level(path.parent) is None:
+        if _in_roots_parent(path, found, create):
+            return
+    as_user.call_as(owner, owners_bundle_dir, {"path": str(path), "create": create})
+
+
+def _in_roots_parent(path: Path, owner: Owner, create: bool) -> bool:
+    """Make `path` in a parent only root can change; False when it is the owner's own
+    directory already (the owner's child takes it from there)."""
+    try:
+        parent_fd = safe_write.open_dir(str(path.parent), create=create)
+    except FileNotFoundError:
+        return True  # checking only: nothing there yet, nothing to refuse
+    except OSError as exc:
+        raise BadInput(f"cannot create export directory {path}: {exc.strerror}") from exc
+    try:
+        made = False
+        if create:
+            try:
+                os.mkdir(path.name, 0o700, dir_fd=parent_fd)
+                made = True
+            except FileExistsError:
+                pass
+        try:
+            dir_fd = os.open(path.name, _DIR, dir_fd=parent_fd)
+        except FileNotFoundError:
+            return True  # checking only
+        except OSError as exc:
+            raise _refusal(path, exc) from None
+        try:
+            info = os.fstat(dir_fd)
+            if info.st_uid == owner.uid and not made:
+                return False
+            if info.st_uid != 0:
+                raise BadInput(f"export directory {path} belongs to another account")
+            if not made and os.listdir(dir_fd):
+                raise _not_empty(path)
+            if create:
+                _hand_over(dir_fd, owner)
+        finally:
+            os.close(dir_fd)
+    finally:
+        os.close(parent_fd)
+    return True
+
+
+def _hand_over(dir_fd: int, owner: Owner) -> None:
+    """native/ made and given to the owner, then the bundle directory itself: last."""
+    os.fchmod(dir_fd, 0o700)
+    os.mkdir(NATIVE, 0o700, dir_fd=dir_fd)
+    native_fd = os.open(NATIVE, _DIR, dir_fd=dir_fd)
+    try:
+        os.fchown(native_fd, owner.uid, owner.gid)
+    finally:
+        os.close(native_fd)
+    os.fchown(dir_fd, owner.uid, owner.gid)
+
+
+def owners_bundle_dir(path: str, create: bool, progress: object = None) -> bool:
+    """As the owner (as_user): `path` checked, and with `create` made (0700) with its
+    `native/`; never through a link at `path`."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            return True
+        try:
+            os.makedirs(path, 0o700)
+        except OSError as exc:
+            raise BadInput(f"cannot create export directory {path}: {exc.strerror}") from exc
+        info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise BadInput(f"export directory {path} is a symbolic link; give a real directory")
+    if not stat.S_ISDIR(info.st_mode):
+        raise _not_empty(Path(path))
+    if info.st_uid != os.geteuid():
+        raise BadInput(f"export directory {path} belongs to another account")
+    fd = os.open(path, _DIR)  # a link put there meanwhile: ELOOP
+    try:
+        if os.listdir(fd):
+            raise _not_empty(Path(path))
+        if create:
+            os.fchmod(fd, 0o700)
+            os.mkdir(NATIVE, 0o700, dir_fd=fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _refusal(path: Path, exc: OSError) -> BadInput:
+    if exc.errno == errno.ELOOP:
+        return BadInput(f"export directory {path} is a symbolic link; give a real directory")
+    if exc.errno == errno.ENOTDIR:
+        return _not_empty(path)
+    return BadInput(f"cannot open export directory {path}: {exc.strerror}")
+
+
+def _not_empty(path: Path) -> BadInput:
+    return BadInput(f"export directory {path} is not empty; give a new or empty directory")
