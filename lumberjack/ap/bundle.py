@@ -126,8 +126,14 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def sha256_file(path: Path) -> str:
+    """sha256 of a regular file (followed as this process may: an image the owner names);
+    BadInput for anything else (non-blocking: a FIFO put there must not hang)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadInput(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
         for chunk in iter(lambda: handle.read(CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()

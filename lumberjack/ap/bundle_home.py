@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from lumberjack.ap import as_user, safe_write
@@ -80,7 +81,8 @@ def _in_roots_parent(path: Path, owner: Owner, create: bool) -> bool:
         except FileNotFoundError:
             return True  # checking only
         except OSError as exc:
-            raise _refusal(path, exc) from None
+            link = _is_link(lambda: os.stat(path.name, dir_fd=parent_fd, follow_symlinks=False))
+            raise _refusal(path, exc, link) from None
         try:
             info = os.fstat(dir_fd)
             if info.st_uid == owner.uid and not made:
@@ -114,6 +116,13 @@ def owners_bundle_dir(path: str, create: bool, progress: object = None) -> bool:
     """As the owner (as_user): `path` checked, and with `create` made (0700) with its
     `native/`; never through a link at `path`."""
     try:
+        return _owners(path, create)
+    except OSError as exc:
+        raise _refusal(Path(path), exc, _is_link(lambda: os.lstat(path))) from None
+
+
+def _owners(path: str, create: bool) -> bool:
+    try:
         info = os.lstat(path)
     except FileNotFoundError:
         if not create:
@@ -141,8 +150,16 @@ def owners_bundle_dir(path: str, create: bool, progress: object = None) -> bool:
     return True
 
 
-def _refusal(path: Path, exc: OSError) -> BadInput:
-    if exc.errno == errno.ELOOP:
+def _is_link(lstat: Callable[[], os.stat_result]) -> bool:
+    try:
+        return stat.S_ISLNK(lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _refusal(path: Path, exc: OSError, link: bool) -> BadInput:
+    # O_NOFOLLOW|O_DIRECTORY on a link fails with ENOTDIR, not ELOOP
+    if link or exc.errno == errno.ELOOP:
         return BadInput(f"export directory {path} is a symbolic link; give a real directory")
     if exc.errno == errno.ENOTDIR:
         return _not_empty(path)
