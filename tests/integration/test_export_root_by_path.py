@@ -22,7 +22,18 @@ from pathlib import Path
 
 import pytest
 import testbed
-from journey import SITE_BASE, last_json, lumberjack, make_job_dir, query, site_path, submit
+from journey import (
+    SITE_BASE,
+    last_json,
+    lumberjack,
+    make_job_dir,
+    query,
+    site_path,
+    site_run,
+    submit,
+)
+
+from lumberjack.core.crashpoints import ENV
 
 pytestmark = pytest.mark.integration
 
@@ -153,3 +164,37 @@ def test_ship_refuses_a_manifest_swapped_for_something_unbounded(
         assert last_json(lumberjack("exports", "--json"))["exports"][0]["phase"] == "exported"
     finally:
         lumberjack("unexport", name, check=False)
+
+
+def test_sync_exports_a_lease_opt_in_acting_by_path_nowhere_inside_the_bundle(
+    workspace: Path, state_dir: Path
+) -> None:
+    """cron's path: `sync` exports jobs opted into a lease (+LumberjackLease) under a
+    predictable name; under strace, root acts by path nowhere inside that bundle. The
+    lease dies before it starts anything at the site (lease.after-dir) and `sync` right
+    after the export (export.after-manifest): nothing runs anywhere."""
+    lease = f"bypath-{uuid.uuid4().hex[:6]}"
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    create = ["lease", "create", lease, "--site", "testbed", "--nodes", "1", "--walltime",
+              "10m", "--owner", testbed.SUBMITTER, "--json"]  # fmt: skip
+    subprocess.run([sys.executable, "-m", "lumberjack", *create], capture_output=True,
+                   text=True, env={**env, ENV: "lease.after-dir"}, timeout=300)  # fmt: skip
+    trace = workspace.parent / f"{lease}.strace"
+    try:
+        cluster = submit(make_job_dir(workspace), 1, **{"MY.LumberjackLease": f'"{lease}"'})
+        calls = ",".join((*PATH_CALLS, *ID_CALLS))
+        command = ["strace", "-f", "-qq", "-s", "4096", "-e", f"trace={calls}", "-e",
+                   "signal=none", "-o", str(trace), sys.executable, "-m", "lumberjack",
+                   "sync", "--json"]  # fmt: skip
+        subprocess.run(command, capture_output=True, text=True, timeout=300,
+                       env={**env, ENV: "export.after-manifest"})  # fmt: skip
+        exports = json.loads(lumberjack("exports", "--json").stdout)["exports"]
+        assert [(e["phase"], e["jobs"]) for e in exports] == [("exporting", [f"{cluster}.0"])]
+        bundle = state_dir / "bundles" / exports[0]["name"]
+        assert (bundle / "manifest.json").is_file()
+        assert root_path_calls(trace, bundle) == []
+    finally:
+        trace.unlink(missing_ok=True)
+        for entry in json.loads(lumberjack("exports", "--json").stdout)["exports"]:
+            lumberjack("unexport", entry["name"], check=False)
+        site_run(f"rm -rf {SITE_BASE}/lease-{lease}", check=False)
