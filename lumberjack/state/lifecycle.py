@@ -225,14 +225,25 @@ def import_results(
     returned = returned_dir(ledger, record)
     if schedd is None and not dry_run:
         raise ValueError("import needs the local schedd to merge the job ads into")
+    reader = owner_of(record.owner) if record.owner else None
     how = {"work_dir": ledger.work_dir(record.name), "owner": record.owner,
-           "bundle_reader": owner_of(record.owner) if record.owner else None,
-           "manifest_sha256": record.info.get("manifest_sha256"), "site": record.site}  # fmt: skip
+           "bundle_reader": reader, "manifest_sha256": record.info.get("manifest_sha256"),
+           "site": record.site}  # fmt: skip
+
+    def manifest() -> bundle_mod.ReadManifest:
+        # As the owner, and no longer than export wrote it (bounded_read)
+        size = record.info.get("manifest_bytes")
+        return bundle_mod.read_manifest_once(record.bundle_dir, size, reader)
+
     if dry_run:
-        return importer.run_import(None, record.bundle_dir, returned, dry_run=True, **how).to_json()
+        return importer.run_import(
+            None, record.bundle_dir, returned, dry_run=True, read=manifest(), **how
+        ).to_json()
 
     def act() -> dict[str, Any]:
-        answer = importer.run_import(schedd, record.bundle_dir, returned, **how).to_json()
+        answer = importer.run_import(
+            schedd, record.bundle_dir, returned, read=manifest(), **how
+        ).to_json()
         crash_point("import.after-merge")
         return answer
 
