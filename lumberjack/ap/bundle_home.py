@@ -85,12 +85,12 @@ def _in_roots_parent(path: Path, owner: Owner, create: bool) -> bool:
             raise _refusal(path, exc, link) from None
         try:
             info = os.fstat(dir_fd)
+            if not made and os.listdir(dir_fd):
+                raise _not_empty(path)
             if info.st_uid == owner.uid and not made:
                 return False
             if info.st_uid != 0:
                 raise BadInput(f"export directory {path} belongs to another account")
-            if not made and os.listdir(dir_fd):
-                raise _not_empty(path)
             if create:
                 _hand_over(dir_fd, owner)
         finally:
@@ -136,12 +136,12 @@ def _owners(path: str, create: bool) -> bool:
         raise BadInput(f"export directory {path} is a symbolic link; give a real directory")
     if not stat.S_ISDIR(info.st_mode):
         raise _not_empty(Path(path))
-    if info.st_uid != os.geteuid():
-        raise BadInput(f"export directory {path} belongs to another account")
-    fd = os.open(path, _DIR)  # a link put there meanwhile: ELOOP
+    fd = os.open(path, _DIR)  # a link put there meanwhile: refused
     try:
         if os.listdir(fd):
             raise _not_empty(Path(path))
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise BadInput(f"export directory {path} belongs to another account")
         if create:
             os.fchmod(fd, 0o700)
             os.mkdir(NATIVE, 0o700, dir_fd=fd)
