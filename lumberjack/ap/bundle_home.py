@@ -1,19 +1,25 @@
 """Where an export's bundle directory comes from: made so that root never creates,
 chmods or chowns anything by path inside a directory a user can write.
 
-Two cases, decided by the bundle's parent:
+Two cases, decided by the bundle's parent as root holds it open:
 
-- The parent is root's at every level (lstat, identity.user_writable_level: root's
-  `bundles/`, or an `--out` below root's own directories): root makes the bundle there,
-  as import's handover does. The parent is opened from / without following any link a
-  user could have made (safe_write.open_dir); the bundle directory is made (or an empty
-  one of root's taken) and opened O_NOFOLLOW through the parent's descriptor, `native/`
-  (where the schedd, acting as the owner, writes its export) made inside it through that
+- The parent, reached from / without following any link a user could have made
+  (safe_write.open_dir), is root's and only root may write it (or it is sticky, like
+  /tmp): root's `bundles/`, or an `--out` in a directory of root's. Root makes the
+  bundle there, as import's handover does: the bundle directory made (or an empty one of
+  root's taken) and opened O_NOFOLLOW through the parent's descriptor, `native/` (where
+  the schedd, acting as the owner, writes its export) made inside it through that
   descriptor, both given to the owner with fchown, the bundle directory last. Nothing is
-  reached by path afterwards: from then on it is the owner's.
-- Anywhere else (an `--out` in a directory a user can write): the owner's child process
-  (as_user) makes and checks the directory and `native/`, and the kernel decides. A link
-  at the name is refused there too, whatever it points at: `--out` is never followed.
+  reached by path afterwards: from then on it is the owner's. (Missing parents root
+  makes only where every level is root's.)
+- Anywhere else (an `--out` in a directory a user can write, or reached through a
+  user's link): the owner's child process (as_user) makes and checks the directory and
+  `native/`, and the kernel decides. A link at the name is refused there too, whatever
+  it points at: `--out` is never followed.
+
+Why not always the owner's child: root's `bundles/` (0711) is no place the owner may
+write. Why not always root: the owner's own links on the way are followed only as the
+owner.
 
 An existing directory must be empty; one of another account's is refused.
 """
@@ -53,50 +59,67 @@ def make_bundle_dir(path: Path, owner: str) -> None:
 
 def _make(path: Path, owner: str, create: bool) -> None:
     found = owner_of(owner)
-    if found is not None and user_writable_level(path.parent) is None:
-        if _in_roots_parent(path, found, create):
-            return
+    if found is not None:
+        parent_fd = _roots_parent(path.parent, create)
+        if parent_fd is not None:
+            try:
+                if _in_roots_parent(parent_fd, path, found, create):
+                    return
+            finally:
+                os.close(parent_fd)
     as_user.call_as(owner, owners_bundle_dir, {"path": str(path), "create": create})
 
 
-def _in_roots_parent(path: Path, owner: Owner, create: bool) -> bool:
-    """Make `path` in a parent only root can change; False when it is the owner's own
-    directory already (the owner's child takes it from there)."""
+def _roots_parent(parent: Path, create: bool) -> int | None:
+    """A descriptor of `parent` when only root may change it (see the module), else
+    None (the owner's child acts)."""
     try:
-        parent_fd = safe_write.open_dir(str(path.parent), create=create)
+        fd = safe_write.open_dir(str(parent))
+    except FileNotFoundError:
+        if not create or user_writable_level(parent) is not None:
+            return None
+        try:
+            fd = safe_write.open_dir(str(parent), create=True)
+        except OSError as exc:
+            raise BadInput(f"cannot create export directory {parent}: {exc.strerror}") from exc
+    except (OSError, BadInput):
+        return None  # a user's link or no directory on the way: the owner looks
+    info = os.fstat(fd)
+    if info.st_uid == 0 and (not info.st_mode & 0o022 or info.st_mode & stat.S_ISVTX):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _in_roots_parent(parent_fd: int, path: Path, owner: Owner, create: bool) -> bool:
+    """Make `path` in root's open parent; False when it is the owner's own directory
+    already (the owner's child takes it from there)."""
+    made = False
+    if create:
+        try:
+            os.mkdir(path.name, 0o700, dir_fd=parent_fd)
+            made = True
+        except FileExistsError:
+            pass
+    try:
+        dir_fd = os.open(path.name, _DIR, dir_fd=parent_fd)
     except FileNotFoundError:
         return True  # checking only: nothing there yet, nothing to refuse
     except OSError as exc:
-        raise BadInput(f"cannot create export directory {path}: {exc.strerror}") from exc
+        link = _is_link(lambda: os.stat(path.name, dir_fd=parent_fd, follow_symlinks=False))
+        raise _refusal(path, exc, link) from None
     try:
-        made = False
+        info = os.fstat(dir_fd)
+        if not made and os.listdir(dir_fd):
+            raise _not_empty(path)
+        if info.st_uid == owner.uid and not made:
+            return False
+        if info.st_uid != 0:
+            raise BadInput(f"export directory {path} belongs to another account")
         if create:
-            try:
-                os.mkdir(path.name, 0o700, dir_fd=parent_fd)
-                made = True
-            except FileExistsError:
-                pass
-        try:
-            dir_fd = os.open(path.name, _DIR, dir_fd=parent_fd)
-        except FileNotFoundError:
-            return True  # checking only
-        except OSError as exc:
-            link = _is_link(lambda: os.stat(path.name, dir_fd=parent_fd, follow_symlinks=False))
-            raise _refusal(path, exc, link) from None
-        try:
-            info = os.fstat(dir_fd)
-            if not made and os.listdir(dir_fd):
-                raise _not_empty(path)
-            if info.st_uid == owner.uid and not made:
-                return False
-            if info.st_uid != 0:
-                raise BadInput(f"export directory {path} belongs to another account")
-            if create:
-                _hand_over(dir_fd, owner)
-        finally:
-            os.close(dir_fd)
+            _hand_over(dir_fd, owner)
     finally:
-        os.close(parent_fd)
+        os.close(dir_fd)
     return True
 
 
