@@ -19,6 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from lumberjack.ap.bounded_read import open_regular, read_regular
+from lumberjack.ap.identity import Owner
+from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.manifest import (
     MANIFEST,
     FileEntry,
@@ -34,6 +37,10 @@ __all__ = ["MANIFEST", "FileEntry", "Manifest", "load_manifest", "write_manifest
 SPOOL = "spool"
 NATIVE = "native"
 CHUNK = 1 << 20
+#: The largest manifest read when no ledger records its size (the owner can replace it).
+MAX_MANIFEST_BYTES = 1 << 30
+#: The largest queue log read from a bundle (native/ or spool/ job_queue.log).
+MAX_QUEUE_BYTES = 4 << 30
 
 
 def check_relative(path: str, source: str) -> str:
@@ -50,8 +57,8 @@ def write_manifest(bundle_dir: Path, manifest: Manifest) -> Path:
     return target
 
 
-def load_manifest(bundle_dir: Path) -> Manifest:
-    return parse_manifest_bytes(bundle_dir, read_manifest_bytes(bundle_dir))
+def load_manifest(bundle_dir: Path, owner: Owner | None = None) -> Manifest:
+    return parse_manifest_bytes(bundle_dir, read_manifest_bytes(bundle_dir, owner=owner))
 
 
 @dataclass(frozen=True)
@@ -63,20 +70,23 @@ class ReadManifest:
     manifest: Manifest
 
 
-def read_manifest_once(bundle_dir: Path) -> ReadManifest:
-    data = read_manifest_bytes(bundle_dir)
+def read_manifest_once(
+    bundle_dir: Path, size: int | None = None, owner: Owner | None = None
+) -> ReadManifest:
+    data = read_manifest_bytes(bundle_dir, size, owner)
     return ReadManifest(data, parse_manifest_bytes(bundle_dir, data))
 
 
-def read_manifest_bytes(bundle_dir: Path) -> bytes:
-    """The manifest file's bytes (what its sha256 is taken of)."""
+def read_manifest_bytes(
+    bundle_dir: Path, size: int | None = None, owner: Owner | None = None
+) -> bytes:
+    """The manifest file's bytes (what its sha256 is taken of), read as `owner` and no
+    more than `size` (the ledger's record of it; else MAX_MANIFEST_BYTES)."""
     path = bundle_dir / MANIFEST
     try:
-        return path.read_bytes()
+        return read_regular(path, "manifest", size or MAX_MANIFEST_BYTES, owner)
     except FileNotFoundError as exc:
         raise BadInput(f"{bundle_dir}: no {MANIFEST}; not a complete lumberjack bundle") from exc
-    except OSError as exc:
-        raise BadInput(f"{path}: unreadable manifest ({exc})") from exc
 
 
 def parse_manifest_bytes(bundle_dir: Path, data: bytes) -> Manifest:
@@ -90,6 +100,13 @@ def parse_manifest_bytes(bundle_dir: Path, data: bytes) -> Manifest:
     for entry in manifest.files:
         check_relative(entry.path, str(path))
     return manifest
+
+
+def read_queue_log(path: Path, owner: Owner | None = None) -> dict[str, jql.Ad]:
+    """The ads of a queue log in a bundle, the way jobqueuelog.read_log gives them, read
+    as `owner` through bounded_read (a link, FIFO or device there is refused)."""
+    with open_regular(path, "queue log", MAX_QUEUE_BYTES, owner) as handle:
+        return jql.replay(jql.parse_file(handle, str(path)), source=str(path))
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -109,8 +126,14 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def sha256_file(path: Path) -> str:
+    """sha256 of a regular file (followed as this process may: an image the owner names);
+    BadInput for anything else (non-blocking: a FIFO put there must not hang)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadInput(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
         for chunk in iter(lambda: handle.read(CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -9,6 +9,7 @@ A crash between the two is found by `sync` (phase "exporting") and rolled back t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack import __version__
-from lumberjack.ap import as_user
+from lumberjack.ap import as_user, bundle_home
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
 from lumberjack.ap.job_attrs import (
@@ -286,23 +287,6 @@ def runtimes_s(jobs: list[dict]) -> list[int]:
     return found
 
 
-def prepare_owned_dir(path: Path, owner: str) -> None:
-    """An empty directory the job owner can write (the schedd acts as the owner) and
-    nobody else can read (0700)."""
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise BadInput(f"export directory {path} is not empty; give a new or empty directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"cannot create export directory {path}: {exc.strerror}") from exc
-    if not os.access(path, os.W_OK):
-        raise BadInput(f"export directory {path} is not writable")
-    os.chmod(path, 0o700)
-    found = owner_of(owner)
-    if found is not None:
-        os.chown(path, found.uid, found.gid)
-
-
 def plan_export(
     schedd: LocalSchedd,
     selection: Selection,
@@ -319,9 +303,9 @@ def plan_export(
     check_name(name)
     if not posixpath.isabs(remote_spool):
         raise BadInput(f"remote spool {remote_spool!r} must be an absolute path")
-    if bundle_dir.exists() and (not bundle_dir.is_dir() or any(bundle_dir.iterdir())):
-        raise BadInput(f"export directory {bundle_dir} is not empty; give a new or empty directory")
     jobs = selected if selected is not None else select_jobs(schedd, selection)
+    owner = str(jobs[0]["Owner"])
+    bundle_home.check_bundle_dir(bundle_dir, owner)
     path_map = PathMap(remote_spool)
     rewrites = {}
     for job in jobs:
@@ -331,7 +315,6 @@ def plan_export(
         planned = planned_rewrite(job, rewrite)
         if planned is not None:
             rewrites[f"{job['ClusterId']}.{job['ProcId']}"] = planned
-    owner = str(jobs[0]["Owner"])
     inputs = [item.to_json() for item in path_map.inputs.values()]
     files, size = as_user.call_as(owner, check_inputs_json, {"inputs": inputs})
     plan = Plan(
@@ -421,12 +404,16 @@ def write_bundle_json(
 ) -> Any:
     """write_bundle with JSON arguments (for as_user; `rewrites`, the plan's, reach its
     forked child as they are); only the counts come back, since the manifest of 100,000
-    jobs is large and is on disk."""
+    jobs is large and is on disk, and the sha256 and size of the manifest as written
+    (read back here, as the owner: root never opens it by path)."""
+    written = Plan.from_json(plan)
     manifest = write_bundle(
-        Plan.from_json(plan), Path(native_log), local_iwds, site=site, progress=progress,
-        rewrites=rewrites,
+        written, Path(native_log), local_iwds, site=site, progress=progress, rewrites=rewrites,
     )  # fmt: skip
-    return {"files": len(manifest.files), "bytes": manifest.total_bytes()}
+    data = bundle_mod.read_manifest_bytes(written.bundle_dir)
+    digest = hashlib.sha256(data).hexdigest()
+    return {"files": len(manifest.files), "bytes": manifest.total_bytes(),
+            "manifest_sha256": digest, "manifest_bytes": len(data)}  # fmt: skip
 
 
 def write_bundle(
@@ -442,7 +429,7 @@ def write_bundle(
 
     `rewrites`: the plan's (Plan.rewrites), each reused for a job whose exported ad
     reads as the planned one did; every other job is rewritten here."""
-    ads = jql.read_log(native_log)
+    ads = bundle_mod.read_queue_log(native_log)  # what the schedd wrote, as the owner
     clusters = {
         jql.parse_key(k).cluster: ad for k, ad in ads.items() if jql.key_kind(k) == "cluster"
     }

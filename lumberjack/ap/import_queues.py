@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lumberjack.ap import bundle as bundle_mod
+from lumberjack.ap.bounded_read import open_regular
 from lumberjack.ap.handover import QUEUE_LOG
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.core import jobqueuelog as jql
@@ -98,13 +99,14 @@ def read_sent_queue(
     spool_log = bundle_dir / bundle_mod.SPOOL / QUEUE_LOG
     entry = next((f for f in manifest.files if f.path == QUEUE_LOG), None)
     try:
-        with open(spool_log, "rb") as handle:
-            if entry is not None and os.fstat(handle.fileno()).st_size == entry.size:
-                reader = _Hashing(handle)
+        if entry is not None:
+            # No more than the manifest says; a link, FIFO or device is no intact copy.
+            with open_regular(spool_log, "queue log", entry.size) as handle:
+                reader = _Hashing(handle)  # type: ignore[arg-type]
                 ads, records = onepass.read_ads_counted(reader, str(spool_log))
                 if reader.digest.hexdigest() == entry.sha256:
                     return ads, (reader.size, records)
-    except (OSError, jql.JobQueueLogError):
+    except (OSError, jql.JobQueueLogError, BadInput):
         pass
     return _rebuilt_sent(bundle_dir, manifest, path_map), None
 
@@ -132,8 +134,8 @@ def _rebuilt_sent(
 ) -> dict[str, jql.Ad] | None:
     """The sent queue from native/job_queue.log, by the rewrite export did."""
     try:
-        ads = jql.read_log(bundle_dir / bundle_mod.NATIVE / QUEUE_LOG)
-    except (OSError, jql.JobQueueLogError):
+        ads = bundle_mod.read_queue_log(bundle_dir / bundle_mod.NATIVE / QUEUE_LOG)
+    except (OSError, jql.JobQueueLogError, BadInput):
         return None
     path_map = path_map or PathMap.from_json(manifest.path_map)
     clusters = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumberjack.ap.identity import Owner
 from lumberjack.ap.job_channels import CHANNEL_ATTRS
 from lumberjack.ap.message_text import one_line
 from lumberjack.ap.schedd_wait import (
@@ -110,11 +111,13 @@ class LocalSchedd:
         export_dir: Path,
         new_spool: str,
         expected: Collection[str] = (),
+        reader: Owner | None = None,
     ) -> ExportResult:
         """The schedd's export of `clusters` into `export_dir`. When its answer does not
         come in time (20 s, a big export) the outcome is read from the schedd's state
         (schedd_wait.settle_export, for the jobs `expected`, "C.P"): a whole export is a
-        success, anything else a LumberjackError (the caller rolls back)."""
+        success, anything else a LumberjackError (the caller rolls back); the log is then
+        read as `reader` (the owner, whose directory it is)."""
         spec = [str(c) for c in clusters]
         log = export_dir / QUEUE_LOG
         try:
@@ -123,7 +126,9 @@ class LocalSchedd:
             if not (expected and may_have_acted(str(exc))):
                 raise LumberjackError(f"the schedd refused to export: {_one_line(exc)}") from exc
             try:
-                look = settle_export(self._schedd.query, clusters, expected, log, self.patience)
+                look = settle_export(
+                    self._schedd.query, clusters, expected, log, self.patience, reader
+                )
             except LumberjackError as why:
                 raise LumberjackError(
                     f"the schedd did not answer the export in time ({_one_line(exc)}), "

@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lumberjack.ap.bounded_read import open_regular
+from lumberjack.ap.bundle import MAX_QUEUE_BYTES, read_queue_log
+from lumberjack.ap.identity import Owner
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.contract import QUEUE_LOG
-from lumberjack.errors import LumberjackError
+from lumberjack.errors import BadInput, LumberjackError
 
 T = TypeVar("T")
 
@@ -123,17 +126,19 @@ class LogLook:
         return not self.problem and not self.missing
 
 
-def look_at_log(log: Path, expected: Collection[str]) -> LogLook:
-    """What `log` holds of the jobs `expected` ("C.P"), read with lumberjack's reader:
-    a log with an unfinished transaction, or unreadable, is not complete."""
+def look_at_log(log: Path, expected: Collection[str], reader: Owner | None = None) -> LogLook:
+    """What `log` holds of the jobs `expected` ("C.P"), read with lumberjack's reader as
+    `reader` (bounded_read): a log with an unfinished transaction, or unreadable, is not
+    complete."""
     try:
-        info = os.stat(log)
-        stamp = (info.st_size, info.st_mtime_ns)
-        records = jql.read_records(log)
+        with open_regular(log, "export log", MAX_QUEUE_BYTES, reader) as handle:
+            info = os.fstat(handle.fileno())
+            stamp = (info.st_size, info.st_mtime_ns)
+            records = jql.parse_file(handle, str(log))
         ads = jql.replay(records, source=str(log))
     except FileNotFoundError:
         return LogLook(0, 0, tuple(expected), f"{log} does not exist", (-1, -1))
-    except (OSError, jql.JobQueueLogError) as exc:
+    except (OSError, jql.JobQueueLogError, BadInput) as exc:
         return LogLook(0, 0, tuple(expected), str(exc), (-1, -1))
     bounds = [r.op for r in records if r.op in (jql.OP_BEGIN_TRANSACTION, jql.OP_END_TRANSACTION)]
     open_txn = bool(bounds) and bounds[-1] == jql.OP_BEGIN_TRANSACTION
@@ -155,6 +160,7 @@ def settle_export(
     expected: Collection[str],
     log: Path,
     patience: Patience,
+    reader: Owner | None = None,
 ) -> LogLook:
     """After an export the schedd did not answer in time: its whole log when the schedd
     did export every job `expected` (each Managed "External" by "Lumberjack") and wrote
@@ -181,7 +187,7 @@ def settle_export(
     for pause in _pauses(patience):
         if pause:
             patience.sleep(pause)
-        look = look_at_log(log, expected)
+        look = look_at_log(log, expected, reader)
         if look.complete and previous is not None and look.stamp == previous.stamp:
             return look
         previous = look
@@ -198,8 +204,8 @@ def settle_import(
     back when no job of `import_dir`'s log is still exported by lumberjack (the schedd
     clears Managed as it merges them); LumberjackError otherwise."""
     try:
-        ads = jql.read_log(import_dir / QUEUE_LOG)
-    except (OSError, jql.JobQueueLogError) as exc:
+        ads = read_queue_log(import_dir / QUEUE_LOG)
+    except (OSError, jql.JobQueueLogError, BadInput) as exc:
         raise LumberjackError(f"cannot read the import's own log: {exc}") from exc
     jobs = [k for k in ads if jql.key_kind(k) == "proc"]
     clusters = sorted({jql.key_numbers(k)[0] for k in jobs})

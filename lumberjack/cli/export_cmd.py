@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lumberjack.ap import export as export_mod
+from lumberjack.ap.bundle_home import bundle_path
 from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
@@ -135,7 +136,7 @@ def export_command(
         emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
         return
     plan, _ = export_mod.plan_export(
-        schedd, selection, name=name, bundle_dir=out.resolve(), remote_spool=remote_spool
+        schedd, selection, name=name, bundle_dir=bundle_path(out), remote_spool=remote_spool
     )
     if dry_run:
         emit(as_json, {"ok": True, "dry_run": True, **plan.to_json()}, _plan_text(plan, dry=True))

@@ -8,7 +8,9 @@ from typing import Any
 
 from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap.export import Plan, ProgressCallback, prepare_owned_dir, write_bundle_json
+from lumberjack.ap.bundle_home import make_bundle_dir
+from lumberjack.ap.export import Plan, ProgressCallback, write_bundle_json
+from lumberjack.ap.identity import owner_of
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LumberjackError
@@ -39,14 +41,15 @@ def run_export(
             info=info,
         )
         native_dir = plan.bundle_dir / bundle_mod.NATIVE
-        prepare_owned_dir(plan.bundle_dir, plan.owner)
-        prepare_owned_dir(native_dir, plan.owner)
+        # Made, native/ too, where only root acts, and the owner's last (bundle_home).
+        make_bundle_dir(plan.bundle_dir, plan.owner)
         ledger.move(plan.name, "export")
         try:
             crash_point("export.before-schedd")
             result = schedd.export_jobs(
-                plan.clusters, native_dir, plan.remote_spool, expected=plan.jobs
-            )
+                plan.clusters, native_dir, plan.remote_spool, expected=plan.jobs,
+                reader=owner_of(plan.owner),
+            )  # fmt: skip
             crash_point("export.after-schedd")
             if result.settled:
                 ledger.step(plan.name, "export", "settled", SETTLED)
@@ -60,9 +63,11 @@ def run_export(
                     "local_iwds": plan.local_iwds, "site": site,
                     "rewrites": plan.rewrites}  # fmt: skip
             written = as_user.call_as(plan.owner, write_bundle_json, args, progress)
-            # Import refuses a manifest (and so a path map) changed after this point.
-            ledger.update_info(plan.name, manifest_sha256=bundle_mod.sha256_file(
-                plan.bundle_dir / bundle_mod.MANIFEST))  # fmt: skip
+            # Import refuses a manifest (and so a path map) changed after this point; ship
+            # and import read no more of it than was written. The owner's child read it
+            # back: root opens nothing in the owner's bundle by path.
+            ledger.update_info(plan.name, manifest_sha256=written.pop("manifest_sha256"),
+                               manifest_bytes=written.pop("manifest_bytes"))  # fmt: skip
             crash_point("export.after-manifest")
         except BaseException as exc:
             rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))

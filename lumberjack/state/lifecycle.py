@@ -52,9 +52,9 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))
     layout = layout_of(record)
 
-    # The bundle is the owner's: root reads it only as the owner (a file swapped for a
-    # link to a root-only file is then unreadable, never sent), and the manifest only as
-    # the ledger recorded it.
+    # The bundle is the owner's: root reads it only as the owner, a regular file never
+    # through a link (bounded_read: a link, FIFO or device in its place is refused), and
+    # the manifest only as the ledger recorded it, no longer than export wrote it.
     owner = owner_of(record.owner) if record.owner else None
 
     def open_source(path: Path) -> BinaryIO:
@@ -62,8 +62,9 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
             return open_plain(path)
 
     def act() -> dict[str, Any]:
-        with acting_as(owner):
-            read = bundle_mod.read_manifest_once(record.bundle_dir)
+        read = bundle_mod.read_manifest_once(
+            record.bundle_dir, record.info.get("manifest_bytes"), owner
+        )
         manifest = importer.load_checked_manifest(
             record.bundle_dir, record.info.get("manifest_sha256"), read
         )
@@ -224,14 +225,25 @@ def import_results(
     returned = returned_dir(ledger, record)
     if schedd is None and not dry_run:
         raise ValueError("import needs the local schedd to merge the job ads into")
+    reader = owner_of(record.owner) if record.owner else None
     how = {"work_dir": ledger.work_dir(record.name), "owner": record.owner,
-           "bundle_reader": owner_of(record.owner) if record.owner else None,
-           "manifest_sha256": record.info.get("manifest_sha256"), "site": record.site}  # fmt: skip
+           "bundle_reader": reader, "manifest_sha256": record.info.get("manifest_sha256"),
+           "site": record.site}  # fmt: skip
+
+    def manifest() -> bundle_mod.ReadManifest:
+        # As the owner, and no longer than export wrote it (bounded_read)
+        size = record.info.get("manifest_bytes")
+        return bundle_mod.read_manifest_once(record.bundle_dir, size, reader)
+
     if dry_run:
-        return importer.run_import(None, record.bundle_dir, returned, dry_run=True, **how).to_json()
+        return importer.run_import(
+            None, record.bundle_dir, returned, dry_run=True, read=manifest(), **how
+        ).to_json()
 
     def act() -> dict[str, Any]:
-        answer = importer.run_import(schedd, record.bundle_dir, returned, **how).to_json()
+        answer = importer.run_import(
+            schedd, record.bundle_dir, returned, read=manifest(), **how
+        ).to_json()
         crash_point("import.after-merge")
         return answer
 

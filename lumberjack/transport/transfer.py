@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
+from lumberjack.ap.bounded_read import open_regular
 from lumberjack.ap.bundle import check_relative
 from lumberjack.ap.message_text import one_line, printable
 from lumberjack.core import returns
@@ -413,8 +414,10 @@ def _sha_prefix(handle: IO[bytes], length: int) -> Any:
 
 
 def open_plain(path: Path) -> BinaryIO:
-    """A local file opened for reading, never through a symbolic link at its name."""
-    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
+    """A local regular file opened for reading (bounded_read: never through a symbolic
+    link at its name, never a FIFO or device); the transfer bounds its reads by the
+    manifest's sizes."""
+    return open_regular(path, "bundle file")  # type: ignore[return-value]
 
 
 def _send_file(

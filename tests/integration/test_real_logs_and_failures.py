@@ -10,6 +10,7 @@ import testbed
 from journey import make_job_dir, query, submit
 
 from lumberjack.ap import export as export_mod
+from lumberjack.ap.bundle_home import make_bundle_dir
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
@@ -24,7 +25,7 @@ def test_schedd_written_logs_round_trip(workspace: Path, state_dir: Path) -> Non
     job_dir = make_job_dir(workspace)
     cluster = submit(job_dir, 3)
     native = workspace / "native"
-    export_mod.prepare_owned_dir(native, testbed.SUBMITTER)
+    make_bundle_dir(native, testbed.SUBMITTER)
     LocalSchedd().export_jobs([cluster], native, "/site/spool")
     try:
         for path in (native / "job_queue.log", testbed.ACCESS_POINT.spool_dir / "job_queue.log"):

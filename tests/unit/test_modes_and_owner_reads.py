@@ -16,6 +16,7 @@ import pytest
 
 from lumberjack.ap import as_user, bundle
 from lumberjack.ap import export as export_mod
+from lumberjack.ap.bundle_home import make_bundle_dir
 from lumberjack.ap.identity import owner_of
 from lumberjack.core.contract import ExportLayout
 from lumberjack.errors import BadInput
@@ -66,7 +67,7 @@ def test_a_second_ledger_never_opens_the_database_file_itself(
 
 def test_bundle_directories_and_files_are_the_owners_alone(tmp_path: Path) -> None:
     owned = tmp_path / "bundle"
-    export_mod.prepare_owned_dir(owned, pwd.getpwuid(os.getuid()).pw_name)
+    make_bundle_dir(owned, pwd.getpwuid(os.getuid()).pw_name)
     assert mode(owned) == 0o700
     script = tmp_path / "run.sh"
     script.write_text("#!/bin/sh\n")
