@@ -20,6 +20,7 @@ from lumberjack.core.gpu_devices import CAPABILITY, MEMORY, NAME, GpuDevice, slo
 from lumberjack.core.slot_ad import ad_text, quote
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.queue_tables import Queue
+from lumberjack.profiles.sites import load_profiles
 
 #: What condor_submit writes for a job's GPU properties (the preflight queries them).
 JOB_GPU_ATTRS = ("RequireGPUs", "GPUsMinCapability", "GPUsMaxCapability", "GPUsMinMemory")
@@ -141,8 +142,6 @@ def _elsewhere(ad: Any, profile: SiteProfile, current: Queue, reads: str) -> str
     for queue in profile.queues:
         if queue.name != current.name and _meets(ad, queue):
             return f": use --queue {queue.name}"
-    from lumberjack.profiles.sites import load_profiles
-
     for other in load_profiles()[0]:
         if other.name == profile.name or other.retired:
             continue
