@@ -12,6 +12,7 @@ refusal.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,7 +115,7 @@ def _shown(ad: Any, part: str) -> str:
             continue
         value = ad.eval(name)
         shown = quote(value) if isinstance(value, str) else str(value)
-        text = text.replace(f"MY.{name}", shown).replace(name, shown)
+        text = re.sub(rf"\b(?:MY\.)?{re.escape(name)}\b", lambda _, shown=shown: shown, text)
     return text
 
 
