@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lumberjack.ap import gpu_match
+from lumberjack.ap.clauses import evaluate, parse_ad, split_and, unwrap
 from lumberjack.core.classad_text import unquote_string
 from lumberjack.core.slot_ad import (
     RETIRE_START,
@@ -49,7 +51,7 @@ RESOURCES = (
 #: What a job's match depends on (the START guard reads the image and environment ones).
 MATCH_ATTRS = (
     "ClusterId", "ProcId", "Requirements", *(r[0] for r in RESOURCES), *IMAGE_ATTRS,
-    "WantDocker", "JobUniverse", "Environment", "Env",
+    "WantDocker", "JobUniverse", "Environment", "Env", *gpu_match.JOB_GPU_ATTRS,
 )  # fmt: skip
 
 
@@ -129,6 +131,7 @@ def site_slot(profile: SiteProfile, request: ResourceRequest) -> dict[str, str]:
         memory_mb=request.memory_per_node_mb,
         gpus=request.gpus_per_node,
         disk_kb=disk * 1024 if disk is not None else None,
+        gpu_devices=gpu_match.queue_devices(queue, request.gpus_per_node),
     )
     container = isolates(profile.container.runtime)
     start = f"({RETIRE_START}) && {JOB_GUARD}" if container else RETIRE_START
@@ -214,16 +217,6 @@ def sif_command(image: str) -> str:
 # ---- the analysis -----------------------------------------------------------------------
 
 
-def parse_ad(text: str) -> Any:
-    """A ClassAd from its text, with HTCondor's own functions (split(), stringListMember()
-    ... which condor_submit's Requirements use): importing htcondor2 registers them, and
-    an expression parsed before that calls an unknown function forever."""
-    import classad2
-    import htcondor2  # noqa: F401
-
-    return classad2.ClassAd(text)
-
-
 def analyze(ads: list[Any], profile: SiteProfile, request: ResourceRequest) -> Analysis:
     """Match every job ad (classad2.ClassAd, parsed once HTCondor's functions were
     registered: see parse_ad) against the site's slot ad."""
@@ -277,6 +270,15 @@ def _reasons(
         refs = scope.externalRefs(clause) + scope.internalRefs(clause)
         if {r.split(".")[-1].lower() for r in refs} & short:
             continue  # already named as a resource the slot lacks
+        if scope is not slot and gpu_match.reads_devices(refs):
+            verdict = gpu_match.judge(ad, slot, profile, profile.queue(request.queue))
+            unknown += [note for note in verdict.unknown if note not in unknown]
+            if verdict.reason is not None:
+                reasons.append(verdict.reason)
+                continue
+            if verdict.unknown:
+                undecided = True
+                continue
         value = evaluate(clause, scope, target)
         if value is True:
             continue
@@ -285,7 +287,7 @@ def _reasons(
             if str(clause) not in unknown:
                 unknown.append(str(clause))
             continue
-        reasons.append(_clause_reason(_unwrap(str(clause)), scope is slot, profile))
+        reasons.append(_clause_reason(unwrap(str(clause)), scope is slot, profile))
     if reasons or undecided:
         return reasons
     return ["does not match the slot ad (see `sites check --json`)"]
@@ -306,74 +308,10 @@ def _clauses(ad: Any, slot: Any) -> list[tuple[Any, Any, Any]]:
     return found
 
 
-def evaluate(clause: Any, scope: Any, target: Any) -> bool | None:
-    """A clause of `scope`'s Requirements, evaluated by matchmaking itself (as the
-    Requirements of `scope` against `target`): True, False, or None (undefined or an
-    error)."""
-    import classad2
-
-    # Put back as text: the ExprTree lookup() gave does not outlive its replacement.
-    saved = str(scope.lookup("Requirements"))
-    try:
-        for outcome in (True, False):
-            scope["Requirements"] = classad2.ExprTree(f"({clause}) =?= {str(outcome).lower()}")
-            if target.matches(scope):  # evaluates scope's Requirements
-                return outcome
-        return None
-    finally:
-        scope["Requirements"] = classad2.ExprTree(saved)
-
-
 def _unknown_here(clause: Any, scope: Any, target: Any) -> bool:
     """Undefined only because the clause reads a slot attribute not known here."""
     missing = [r for r in scope.externalRefs(clause) if not r.upper().startswith("MY.")]
     return any(target.get(r.split(".")[-1]) is None for r in missing)
-
-
-def split_and(text: str) -> list[str]:
-    """The top-level `&&` clauses of an expression, each with its outer parentheses
-    removed (and split again when they held a conjunction)."""
-    parts, depth, quoted, start, i = [], 0, False, 0, 0
-    while i < len(text):
-        char = text[i]
-        if quoted:
-            if char == "\\":
-                i += 1
-            elif char == '"':
-                quoted = False
-        elif char == '"':
-            quoted = True
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif depth == 0 and text.startswith("&&", i):
-            parts.append(text[start:i])
-            start = i + 2
-            i += 1
-        i += 1
-    parts.append(text[start:])
-    out = []
-    for part in (p.strip() for p in parts):
-        inner = _unwrap(part)
-        if inner != part and len(split_and(inner)) > 1:
-            out += split_and(inner)
-        elif part:
-            out.append(part)
-    return out
-
-
-def _unwrap(text: str) -> str:
-    """`((x))` -> `x` while the parentheses enclose the whole text."""
-    while text.startswith("(") and text.endswith(")"):
-        depth = 0
-        for i, char in enumerate(text):
-            depth += char == "("
-            depth -= char == ")"
-            if depth == 0 and i < len(text) - 1:
-                return text
-        text = text[1:-1].strip()
-    return text
 
 
 # ---- idle at the site -------------------------------------------------------------------

@@ -9,7 +9,9 @@ Stdlib only: this module ships to the site with the agent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from lumberjack.core.gpu_devices import GpuDevice, slot_attributes
 
 #: lumberjack's own startd attributes (see remote_pool.pilot_config).
 PILOT_ATTR = "LUMBERJACK_PILOT"
@@ -64,9 +66,9 @@ class SlotResources:
     memory_mb: int
     gpus: int = 0
     disk_kb: int | None = None  # None: the profile does not know the node's disk
-    #: GPU properties (e.g. GPUs_Capability, GPUs_DeviceName, GPUs_GlobalMemoryMb) as
-    #: ClassAd expression texts: filled from the profile's GPU fields where it has them.
-    gpu_properties: dict[str, str] = field(default_factory=dict)
+    #: The node's devices with what is known of them (the profile's gpu_capability,
+    #: gpu_memory_mb, gpu_device_name): advertised as the startd does (gpu_devices.py).
+    gpu_devices: tuple[GpuDevice, ...] = ()
 
 
 def quote(text: str) -> str:
@@ -112,7 +114,7 @@ def slot_ad(
     }
     if resources.disk_kb is not None:
         ad["Disk"] = ad["TotalSlotDisk"] = str(resources.disk_kb)
-    ad.update(resources.gpu_properties)
+    ad.update(slot_attributes(resources.gpu_devices))
     for name, value in (
         ("OpSys", platform.opsys),
         ("OpSysAndVer", platform.opsys_and_ver),

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 from pydantic import (
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationInfo,
@@ -39,6 +40,11 @@ from lumberjack.profiles.value_types import (
 )
 from lumberjack.site.gpus import SIMULATED_MODELS
 
+#: What a profile writes for a device property its centre does not document.
+NOT_DOCUMENTED = "not documented"
+#: A GPU queue's device properties (each a value or NOT_DOCUMENTED).
+GPU_PROPERTY_KEYS = ("gpu_device_name", "gpu_capability", "gpu_memory_mb")
+
 
 class Queue(Table):
     """[[queues]]: one queue (Slurm partition or QOS, PBS/Cobalt queue), its per-job limits."""
@@ -53,6 +59,12 @@ class Queue(Table):
     gpus_per_node: Annotated[StrictInt, Field(ge=0)] = 0
     gpu_vendor: Optional[GpuVendor] = None  # picks the runtime's device passthrough
     gpu_model: Optional[GpuModel] = None
+    # What HTCondor's discovery reports of each device (the preflight's AvailableGPUs):
+    # compute capability, GlobalMemoryMb (what the driver reports) and DeviceName. None
+    # where the centre documents nothing ("not documented" in the file): not judged.
+    gpu_capability: Optional[Annotated[StrictFloat, Field(ge=1.0, le=20.0)]] = None
+    gpu_memory_mb: Optional[Annotated[StrictInt, Field(ge=256)]] = None
+    gpu_device_name: Optional[Annotated[StrictStr, Field(min_length=1, max_length=100)]] = None
     # Test sites only: HTCondor's GPU discovery simulates this queue's GPUs (gpus.py).
     simulate_gpus: StrictBool = False
     # A node's local disk for job sandboxes, where known: jobs asking for more are
@@ -69,6 +81,11 @@ class Queue(Table):
         if isinstance(data, dict) and "batch_queue" not in data and "name" in data:
             return {**data, "batch_queue": data["name"]}
         return data
+
+    @field_validator("gpu_capability", "gpu_memory_mb", "gpu_device_name", mode="before")
+    @classmethod
+    def _not_documented(cls, value: Any) -> Any:
+        return None if value == NOT_DOCUMENTED else value
 
     @field_validator("batch_queue")
     @classmethod
@@ -90,6 +107,9 @@ class Queue(Table):
             if has and getattr(self, key) is None:
                 raise problem(f"a queue with GPUs needs {key}; add e.g. {key} = {example}",
                               show=False)  # fmt: skip
+            if not has and getattr(self, key) is not None:
+                raise problem("is only for queues with gpus_per_node > 0; remove it", key=(key,))
+        for key in GPU_PROPERTY_KEYS:
             if not has and getattr(self, key) is not None:
                 raise problem("is only for queues with gpus_per_node > 0; remove it", key=(key,))
         simulable = self.gpu_vendor == "nvidia" and self.gpu_model in SIMULATED_MODELS

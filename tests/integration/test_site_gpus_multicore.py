@@ -6,6 +6,7 @@ fetch, import."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -18,11 +19,14 @@ from journey import (
     last_json,
     lumberjack,
     make_job_dir,
+    query,
     site_run,
     submit,
     wait_finished,
 )
 from test_site_journey import Clock, unique, wait_clean
+
+from lumberjack.profiles.sites import find_profile
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +39,7 @@ echo "start $(date +%s)"
 for name in CUDA_VISIBLE_DEVICES _CONDOR_AssignedGPUs GPU_DEVICE_ORDINAL; do
     printf '%s=%s\\n' "$name" "$(printenv "$name" || echo unset)"
 done
-grep -E '^(Name|Cpus|Memory|AssignedGPUs|DetectedGPUs|GPUs[A-Za-z0-9_]*) = ' \\
+grep -E '^(Name|Cpus|Memory|AssignedGPUs|AvailableGPUs|DetectedGPUs|GPUs[A-Za-z0-9_]*) = ' \\
     "${_CONDOR_MACHINE_AD:-.machine.ad}"
 sleep "${2:-0}"
 echo "end $(date +%s)"
@@ -91,16 +95,45 @@ def journey(name: str, clusters: list[int], flags: list[str], jobs: int, clock: 
     return took
 
 
+def test_the_simulated_devices_are_what_the_profile_says(access_point) -> None:  # type: ignore[no-untyped-def]
+    """The site image's discovery, read by the reader the unit tests use on real devices,
+    reports what the testbed profile's GPU properties (the preflight's devices) say."""
+    from lumberjack.core.gpu_devices import read_discovery
+    from lumberjack.site.gpus import simulation_option
+
+    profile = find_profile("testbed")
+    queue = profile.queue("gpu")
+    option = simulation_option(queue.gpu_model or "", queue.gpus_per_node)
+    output = site_run(
+        f"apptainer exec {profile.container.image} "
+        f"/usr/libexec/condor/condor_gpu_discovery -properties -extra {option}"
+    )
+    devices = read_discovery(output)
+    assert [d.id for d in devices] == sorted(SIMULATED_IDS), output
+    for device in devices:
+        assert (device.name, device.capability, device.memory_mb) == (
+            queue.gpu_device_name, queue.gpu_capability, queue.gpu_memory_mb
+        ), output  # fmt: skip
+
+
 def test_a_gpu_job_runs_on_its_assigned_device(
     workspace: Path, state_dir: Path, at_site: list
 ) -> None:
     clock = Clock("gpu")
     job_dir = probe_dir(workspace, "gpu")
+    # GPU properties in condor_submit's spellings: the simulated A100s have Capability 8.0
+    # and 47661 MB, so 30000 MB fits and 60000 MB is refused at export, nothing changed
     cluster = submit(
         job_dir, 2, executable=str(job_dir / "probe.sh"), arguments="$(Process) 5",
-        request_gpus="1",
+        request_gpus="1", gpus_minimum_capability="8.0", gpus_minimum_memory="30000",
+    )  # fmt: skip
+    too_big = submit(
+        job_dir, 1, executable=str(job_dir / "probe.sh"), request_gpus="1",
+        gpus_minimum_memory="60000",
     )  # fmt: skip
     name = unique("gpu")
+    _refused_at_export([cluster, too_big], too_big, name)
+    _remove(too_big)
     at_site.append(name)
     took = journey(name, [cluster], ["--gpus", "2", "--cores", "2", "--memory", "2GB"], 2, clock)
     print(f"[gpu] launch to the GPU jobs' output at home: {took:.1f} s")
@@ -122,6 +155,11 @@ def test_a_gpu_job_runs_on_its_assigned_device(
         # discovered (simulated) properties, advertised by the startd
         assert seen["GPUs_DeviceName"] == "A100-SXM4-40GB", seen
         assert seen["GPUs_Capability"] == "8.0", seen
+        # the device ad countMatches read at the startd: what the preflight assumed
+        queue = find_profile("testbed").queue("gpu")
+        assert re.search(rf"\bCapability = {queue.gpu_capability}\b", device), device
+        assert re.search(rf"\bGlobalMemoryMb = {queue.gpu_memory_mb}\b", device), device
+        assert "GPUs_" + assigned.replace("-", "_") in seen["AvailableGPUs"], seen
         assert set(seen["DetectedGPUs"].replace(" ", "").split(",")) == SIMULATED_IDS, seen
         assert re.fullmatch(r"slot1_\d+@pilot-\d+-g1@.+", seen["Name"]), seen
         devices.append(assigned)
@@ -131,6 +169,38 @@ def test_a_gpu_job_runs_on_its_assigned_device(
 
     lumberjack("cleanup", name)
     assert wait_clean(name, f"{SITE_BASE}/{name}")[0] == []
+
+
+def _refused_at_export(clusters: list[int], refused: int, name: str) -> None:
+    """Export of `clusters` to the GPU queue refuses `refused` for its GPU memory, in
+    one line, and changes nothing."""
+    states = ["ClusterId", "ProcId", "JobStatus", "Managed"]
+    constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
+    before = sorted(tuple(ad.get(k) for k in states) for ad in query(constraint, states))
+    result = lumberjack(
+        "export", "--ids", *map(str, clusters), "--site", "testbed", "--queue", "gpu",
+        "--nodes", "1", "--gpus", "2", "--cores", "2", "--memory", "2GB", "--name", name,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: 1 of 2 clusters can never run at site testbed"), lines
+    assert lines[1].startswith(
+        f"error: cluster {refused}: needs GPUs with GlobalMemoryMb >= 60000; "
+        "queue gpu has GlobalMemoryMb 47661"
+    ), lines
+    after = sorted(tuple(ad.get(k) for k in states) for ad in query(constraint, states))
+    assert after == before
+    assert json.loads(lumberjack("exports", "--json").stdout)["exports"] == []
+
+
+def _remove(cluster: int) -> None:
+    import htcondor2
+
+    schedd = htcondor2.Schedd(
+        htcondor2.Collector().locate(htcondor2.DaemonType.Schedd, htcondor2.param["SCHEDD_HOST"])
+    )
+    schedd.act(htcondor2.JobAction.Remove, f"ClusterId == {cluster}")
 
 
 def _overlap(a: dict, b: dict) -> bool:
