@@ -25,7 +25,8 @@ class JobStatus(IntEnum):
         return self.name.replace("_", " ").title()
 
 
-#: A job in one of these will not run again where it is: the site's word is final.
+#: A job in one of these comes home as it is: the site's word is final (a held one the
+#: site may still release is waited for first: see can_run_again).
 FINAL = frozenset({JobStatus.REMOVED, JobStatus.COMPLETED, JobStatus.HELD})
 #: Every job in one of these: the export's work is over.
 FINISHED = frozenset({JobStatus.COMPLETED, JobStatus.REMOVED})

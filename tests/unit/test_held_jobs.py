@@ -119,3 +119,13 @@ def test_a_cluster_ads_release_expression_counts_for_its_procs(layout: ExportLay
         "final": False, "held_final": 1, "releasable": 1, "wait_until": int(NOW) + HOUR,
     }  # fmt: skip
     assert job_queue.held_report({}, HOUR, NOW)["final"] is False  # no job: nothing over
+
+
+def test_status_text_says_what_the_held_jobs_mean() -> None:
+    from lumberjack.cli.site_cmd import _held_line
+
+    assert _held_line({"jobs": {"completed": 2}}) == ""  # an agent from before: nothing
+    assert _held_line({"held_final": 1, "releasable": 0}) == "  held:   1 for good\n"
+    assert _held_line({"held_final": 1, "releasable": 2, "wait_until": 3600}) == (
+        "  held:   1 for good, 2 the site may release (waited for until 01:00 UTC)\n"
+    )
