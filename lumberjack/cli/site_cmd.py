@@ -115,7 +115,8 @@ def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool
 @json_option
 def status_command(name: str, as_json: bool) -> None:
     """Jobs by status and pilots at the site; the export's phase follows what the site
-    reports (running once a job has started, finished when every job is done).
+    reports (running once a job has started, finished when no job can run there again:
+    each completed, removed, or held with nothing there that would release it).
 
     \b
     Example:
