@@ -115,7 +115,8 @@ def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool
 @json_option
 def status_command(name: str, as_json: bool) -> None:
     """Jobs by status and pilots at the site; the export's phase follows what the site
-    reports (running once a job has started, finished when every job is done).
+    reports (running once a job has started, finished when no job can run there again:
+    each completed, removed, or held with nothing there that would release it).
 
     \b
     Example:
@@ -147,9 +148,21 @@ def status_command(name: str, as_json: bool) -> None:
     emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login,
                    "lease": lease},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
-         f"  pool:   {pool}\n"
+         f"  pool:   {pool}\n" + _held_line(answer)
          + "".join(f"  never:  {line}\n" for line in answer.get("never_match", []))
          + f"  login:  {record.site}: {login_text}")  # fmt: skip
+
+
+def _held_line(answer: dict[str, Any]) -> str:
+    """What the site's held jobs mean for the export's way home ("" when none is held)."""
+    final, releasable = answer.get("held_final", 0), answer.get("releasable", 0)
+    if not final and not releasable:
+        return ""
+    parts = [f"{final} for good"] if final else []
+    if releasable:
+        until = time.strftime("%H:%M UTC", time.gmtime(answer.get("wait_until") or 0))
+        parts.append(f"{releasable} the site may release (waited for until {until})")
+    return f"  held:   {', '.join(parts)}\n"
 
 
 @cli.command("fetch")

@@ -17,7 +17,7 @@ from typing import Any
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.contract import QUEUE_LOG, ExportLayout
-from lumberjack.core.jobstatus import JobStatus, status_of
+from lumberjack.core.jobstatus import JobStatus, can_run_again, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
 from lumberjack.site.files import AgentError
 
@@ -137,6 +137,48 @@ def job_counts(layout: ExportLayout, ads: dict[str, jql.Ad] | None = None) -> di
             status = status_of(ad.get("JobStatus") or JobStatus.IDLE)
             counts[status.word if status is not None else "other"] += 1
     return dict(counts)
+
+
+def held_report(ads: dict[str, jql.Ad], window_s: int, now: float) -> dict[str, Any]:
+    """Whether any job may still run at the site (see jobstatus.can_run_again): "final"
+    when none may (completed, removed, or held with nothing here to release it);
+    "held_final" and "releasable" count the held jobs each way, "wait_until" is when
+    the last releasable one stops being waited for (None: there is none)."""
+    clusters = {
+        jql.parse_key(key).cluster: ad for key, ad in ads.items() if jql.key_kind(key) == "cluster"
+    }
+    live = held_final = releasable = 0
+    wait_until: float | None = None
+    for key, ad in ads.items():
+        if jql.key_kind(key) != "proc":
+            continue
+        status = status_of(ad.get("JobStatus") or JobStatus.IDLE)
+        cluster = clusters.get(jql.parse_key(key).cluster)
+        release = ad.get("PeriodicRelease")
+        if release is None and cluster is not None:
+            release = cluster.get("PeriodicRelease")
+        held_since = _number(ad.get("EnteredCurrentStatus"))
+        if can_run_again(status, periodic_release=release, held_since=held_since,
+                         window_s=window_s, now=now):  # fmt: skip
+            live += 1
+            if status is JobStatus.HELD:
+                releasable += 1
+                wait_until = max(wait_until or 0, held_since + window_s)
+        elif status is JobStatus.HELD:
+            held_final += 1
+    total = sum(1 for key in ads if jql.key_kind(key) == "proc")
+    return {"final": total > 0 and live == 0, "held_final": held_final,
+            "releasable": releasable,
+            "wait_until": None if wait_until is None else int(wait_until)}  # fmt: skip
+
+
+def _number(text: str | None) -> float:
+    """A number the schedd wrote (0 when it wrote none: a hold of unknown date is no
+    longer waited for)."""
+    try:
+        return float(text or 0)
+    except ValueError:
+        return 0
 
 
 def expire_leases(layout: ExportLayout) -> list[str]:

@@ -1,7 +1,7 @@
 """The step table: an export's life at a site, one idempotent step per phase.
 
     exported --ship--> shipped --launch--> launched --(status: a job runs)--> running
-    --(status: all done)--> finished --fetch--> fetched --import--> imported
+    --(status: no job can run again)--> finished --fetch--> fetched --import--> imported
     --cleanup--> cleaned
 
 (every move, and which of them `sync` takes, is in the table in phases.py).
@@ -148,7 +148,8 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
 
 def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     """Jobs by status and pilots, from the site, and the phase they mean recorded in the
-    ledger: running once a job left idle there, finished when every job is done."""
+    ledger: running once a job left idle there, finished when no job can run there
+    again (over_at_site)."""
     check_phase(record, "status")
     layout = layout_of(record)
     answer = site.statuses.pop(layout.root, None) or site.agent(layout, "status")
@@ -165,12 +166,19 @@ def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str
 def status_phase(phase: Phase, answer: dict[str, Any]) -> Phase:
     """The phase a status answer from the site means for an export in `phase`."""
     possible = phases.ends("status", phase)
-    if answer.get("finished") and Phase.FINISHED in possible:
+    if over_at_site(answer) and Phase.FINISHED in possible:
         return Phase.FINISHED
     started = any(count for state, count in answer.get("jobs", {}).items() if state != "idle")
     if started and Phase.RUNNING in possible:
         return Phase.RUNNING
     return phase
+
+
+def over_at_site(answer: dict[str, Any]) -> bool:
+    """Whether no job of the export can run at the site again: each completed, removed,
+    or held with nothing there that would release it ("final"; an agent shipped before
+    that field says only "finished", every job completed or removed)."""
+    return bool(answer.get("final") or answer.get("finished"))
 
 
 def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:

@@ -23,7 +23,7 @@ class Phase(str, Enum):
     SHIPPED = "shipped"  # bundle and agent are at the site
     LAUNCHED = "launched"  # the remote pool runs on the queue; pilots submitted
     RUNNING = "running"  # the site reported a job running
-    FINISHED = "finished"  # the site reported every job done
+    FINISHED = "finished"  # the site reported that no job can run there again
     FETCHED = "fetched"  # the remote spool and the outputs are back on this machine
     IMPORTED = "imported"  # outputs placed, job ads merged into the local schedd
     CLEANED = "cleaned"  # the site directory and the local bundle are gone
@@ -81,7 +81,7 @@ TABLE: tuple[Move, ...] = (
     Move("status",      P.SHIPPED,    P.SHIPPED),
     Move("status",      P.LAUNCHED,   P.LAUNCHED,   True),  # no job has started yet
     Move("status",      P.LAUNCHED,   P.RUNNING,    True),  # a job left idle at the site
-    Move("status",      P.LAUNCHED,   P.FINISHED,   True),  # every job is done
+    Move("status",      P.LAUNCHED,   P.FINISHED,   True),  # no job can run there again
     Move("status",      P.RUNNING,    P.RUNNING,    True),
     Move("status",      P.RUNNING,    P.FINISHED,   True),
     Move("status",      P.FINISHED,   P.FINISHED),

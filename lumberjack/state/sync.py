@@ -13,7 +13,14 @@ from lumberjack.core.contract import ALIVE
 from lumberjack.errors import LumberjackError
 from lumberjack.state import leases, phases
 from lumberjack.state.ledger import ExportRecord, Ledger
-from lumberjack.state.lifecycle import fetch, import_results, launch, refresh_status, ship
+from lumberjack.state.lifecycle import (
+    fetch,
+    import_results,
+    launch,
+    over_at_site,
+    refresh_status,
+    ship,
+)
 from lumberjack.state.steps import Site, layout_of, reported, site_for
 
 #: How many times `sync` submits pilots for an export before it asks a person.
@@ -29,7 +36,7 @@ def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
         step = phases.sync_step(record.phase)
         if step == "status":
             answer = refresh_status(ledger, site, record)
-            if answer.get("finished"):
+            if over_at_site(answer):  # held jobs too: fetch cancels the pilots
                 continue
             if not _pilots_alive(answer) and answer["jobs"].get("idle"):
                 relaunch(ledger, site, ledger.get(name))  # the last pilots ended: more

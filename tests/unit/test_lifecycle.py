@@ -314,6 +314,22 @@ def test_pilots_are_resubmitted_a_bounded_number_of_rounds(ledger: Ledger, at_si
     assert (report["completed"], report["handed_back_idle"]) == (0, 2)
 
 
+def test_sync_brings_home_an_export_whose_held_job_can_never_run_again(
+    ledger: Ledger, at_site
+) -> None:
+    _, site, schedd = at_site
+    sync_once(ledger, site, schedd)
+    site.start()
+    site.hold_jobs("7.1")  # held for good (no PeriodicRelease) while 7.0 still runs
+    assert sync_once(ledger, site, schedd) == {"name": "calib", "phase": "running", "steps": []}
+    site.finish("7.0")
+    last = sync_once(ledger, site, schedd)
+    assert last == {"name": "calib", "phase": "imported", "steps": ["finished", "fetched"]}
+    assert site.pilots == {"1000": "cancelled"}  # fetch ended the pilot that was waiting
+    merged = schedd.merged[0]
+    assert (merged["7.0"].get("JobStatus"), merged["7.1"].get("JobStatus")) == ("4", "5")
+
+
 def test_sync_skips_an_export_another_process_holds(ledger: Ledger, at_site) -> None:
     _, site, schedd = at_site
     with ledger.lock("calib"):

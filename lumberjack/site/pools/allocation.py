@@ -10,6 +10,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ from lumberjack.core.contract import ALIVE, PilotState
 from lumberjack.site import gather_logs, remote_pool
 from lumberjack.site.batch import BatchError
 from lumberjack.site.files import AgentError
-from lumberjack.site.job_queue import expire_leases, job_counts, place_queue, placed
+from lumberjack.site.job_queue import (
+    expire_leases,
+    held_report,
+    job_counts,
+    place_queue,
+    placed,
+    queue_ads,
+)
 from lumberjack.site.pools.base import Pool, all_finished, login_address, make_local_dirs
 from lumberjack.site.remote_pool import PoolSettings
 
@@ -81,7 +89,8 @@ class AllocationPool(Pool):
     ) -> dict[str, Any]:
         """The log's jobs (a dead allocation's "running" ones are idle again) and the
         pilots: while one lives it holds the pool; `known` and `masters` are not needed."""
-        counts = job_counts(self.layout)
+        ads = queue_ads(self.layout)
+        counts = job_counts(self.layout, ads)
         try:
             states = Pool(self.pilot_holder, self.plan).pilot_states()
             pilots = {k: str(v) for k, v in states.items()}
@@ -98,6 +107,7 @@ class AllocationPool(Pool):
             "jobs": counts,
             "total": sum(counts.values()),
             "finished": all_finished(counts),
+            **held_report(ads, self.release_window_s(), time.time()),
             "pool_running": held,
             "placement": "allocation",
             "interrupted": interrupted,

@@ -37,7 +37,7 @@ from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, BatchSystem, get_batch_system
 from lumberjack.site.files import AgentError, make_private, read_contract, write_contract
 from lumberjack.site.idle_jobs import idle_shapes
-from lumberjack.site.job_queue import job_counts, placed, queue_ads
+from lumberjack.site.job_queue import held_report, job_counts, placed, queue_ads
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.site.runtime import (
@@ -306,11 +306,16 @@ class Pool:
             "jobs": counts,
             "total": total,
             "finished": all_finished(counts),
+            **held_report(ads, self.release_window_s(), time.time()),
             "pool_running": running,
             "placed": placed(layout),
             "pilots": pilots,
             "idle_shapes": idle_shapes(ads) if counts.get("idle") else [],
         }
+
+    def release_window_s(self) -> int:
+        """How long a held job the site may release is waited for: the pilots' walltime."""
+        return self.plan.spec.walltime_s if self.plan is not None else 0
 
     def pilot_report(self, known: dict[str, PilotState] | None) -> dict[str, str]:
         """The pilots' states as words (or the batch system's error); while one waits
