@@ -12,7 +12,9 @@ Either direction is one exchange with the transfer helper over a carrier:
 
 The site is not trusted: a download takes only regular files of one name with safe
 names (others are skipped and reported) within the caps of core.returns, checked on the
-listing and again as the bytes arrive. Bytes moved are reported to a `Progress` (the
+listing and again as the bytes arrive, and only what fits where it lands (free space
+less a reserve, judged on the listing before a byte moves); runs of zeros are written
+as holes, so a sparse file stays sparse. Bytes moved are reported to a `Progress` (the
 command line draws the bar).
 """
 
@@ -32,6 +34,7 @@ from lumberjack.ap.message_text import one_line, printable
 from lumberjack.core import returns
 from lumberjack.core.manifest import FileEntry
 from lumberjack.core.returns import Limits
+from lumberjack.core.units import format_bytes
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.site import transfer_helper
 from lumberjack.transport.carrier import Consume, Feed, LinkLost, Reach, RunResult
@@ -199,7 +202,9 @@ def download(
     (default: the environment's) caps each file, each job's bytes and files (its
     directory in a remote spool, core.returns.job_of) and the whole: judged on the sizes
     the site lists before anything moves, then on the bytes as they arrive; the site
-    never reads a file over the per-file cap. Past a cap: ReturnRefused, at once.
+    never reads a file over the per-file cap. Past a cap: ReturnRefused, at once. What
+    is to move must fit the free space where it lands, less a reserve (core.returns
+    room_at), or NoRoom before anything moves.
     `max_files` caps the files listed in all (for trees without jobs' directories).
     """
     started = time.monotonic()
@@ -221,6 +226,8 @@ def download(
     sizes = {entry.path: entry.size for entry in wanted}
     have = local_states(local_root, sizes, sizes)
     steps, done = plan(wanted, have)  # the site checks our partial files' sha256
+    room = returns.room_at(str(local_root), BadInput)
+    guard.check_room(sum(step.length for step in steps), room)
     report = _report(steps, done)
     report.bad_entries = bad
     request = json.dumps(
@@ -286,6 +293,10 @@ class ReturnRefused(RemoteError):
     """The site returns more than a cap allows; the download stopped there."""
 
 
+class NoRoom(ReturnRefused):
+    """What the site offers is more than the file system it lands on can take."""
+
+
 class ReturnGuard:
     """The caps on a download, held on the sizes the site declares and again on the
     bytes as they arrive; and the check of each frame of the site's stream: only the
@@ -326,6 +337,17 @@ class ReturnGuard:
         if self.total > limits.total_bytes:
             self._refuse(f"the export returns more than {limits.total_bytes} bytes",
                          limits.total_bytes, limits.total_bytes_var)  # fmt: skip
+
+    def check_room(self, offered: int, room: returns.Room) -> None:
+        """NoRoom when the bytes still to move would leave less than `room` keeps free.
+        Counted at their listed size (sparse or not): the site's listing is all there is
+        to judge by before anything moves, and no stream may carry more."""
+        if offered > room.usable:
+            raise NoRoom(
+                f"{self.source}: offers {format_bytes(offered)} but {room.path} has "
+                f"{format_bytes(room.free)} free (keeping {format_bytes(room.keep)}, "
+                f"{room.keep_var}); nothing fetched"
+            )
 
     def expect(self, steps: list[Step], done: list[FileEntry]) -> None:
         """From here on count what arrives: the bytes already here, then the stream."""
