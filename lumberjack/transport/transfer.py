@@ -239,10 +239,13 @@ def download(
     progress.start("downloading", sum(step.length for step in steps))
     try:
         if steps:
-            run_helper(
-                site, "send", root, feed=lambda send: send(request),
-                consume=receiver.consume, what="download",
-            )  # fmt: skip
+            try:
+                run_helper(
+                    site, "send", root, feed=lambda send: send(request),
+                    consume=receiver.consume, what="download",
+                )  # fmt: skip
+            except _StreamCut:
+                pass  # the command ended with it; the refusal below says why
     finally:
         progress.finish()
     if receiver.refused:
@@ -283,10 +286,16 @@ class _Receiver:
         except (transfer_helper.Bad, ValueError, KeyError, TypeError, OSError) as exc:
             self.refused.append(str(exc))
             # Read on a little: the site's own error (if any) explains it better; not
-            # to the end, which a hostile site need never reach.
+            # to the end, which a hostile site need never reach: the command is ended
+            # then (the carrier's waiting for its exit would wait for ever).
             for _ in range(_DRAIN_CHUNKS):
                 if not stream.read(CHUNK):
-                    break
+                    return
+            raise _StreamCut from exc
+
+
+class _StreamCut(Exception):
+    """The download stopped reading a stream the site went on sending."""
 
 
 class ReturnRefused(RemoteError):

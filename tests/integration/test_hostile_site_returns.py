@@ -9,9 +9,11 @@ and brings it home once there is room: the sparse file sparse, fetched and place
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -34,7 +36,10 @@ from journey import (
     wait_finished,
 )
 
+from lumberjack.errors import RemoteError
+from lumberjack.profiles.sites import find_profile
 from lumberjack.state.ledger import Ledger
+from lumberjack.transport import SiteConnection, transfer
 
 pytestmark = pytest.mark.integration
 
@@ -202,3 +207,32 @@ def test_sync_refuses_a_return_past_the_free_space_then_brings_it_home_sparse(
           f"{real_bytes(placed)} B on disk")  # fmt: skip
     cleaned = last_json(lumberjack("cleanup", name, "--json"))
     assert cleaned["phase"] == "cleaned" and wait_nothing_left(name) == []
+
+
+def test_a_site_that_sends_more_than_it_listed_is_cut_off_not_waited_for(
+    access_point, site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = f"{SITE_BASE}/lying-{uuid.uuid4().hex[:6]}"
+    site_run(f"mkdir -p {remote} && truncate -s 256M {remote}/big")
+    real_scan = transfer.scan
+
+    def lying_scan(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        listing = real_scan(*args, **kwargs)  # as a site lists a file it then lets grow
+        listing["big"] = dataclasses.replace(listing["big"], size=10)
+        return listing
+
+    def waited(*_: object) -> None:
+        raise AssertionError("the download waited for a site that went on sending")
+
+    monkeypatch.setattr(transfer, "scan", lying_scan)
+    before = signal.signal(signal.SIGALRM, waited)
+    signal.alarm(120)
+    try:
+        with SiteConnection(find_profile("testbed")) as conn, pytest.raises(RemoteError) as cut:
+            conn.download(remote, tmp_path / "back")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+        site_run(f"rm -rf {remote}")
+    assert "the site sends bytes 0..268435456 of a file it listed at 10 bytes" in str(cut.value)
+    assert [p for p in (tmp_path / "back").rglob("*") if p.stat().st_size] == []

@@ -191,7 +191,8 @@ def test_a_site_that_lists_less_than_it_sends_is_stopped_before_the_file_is_writ
     conn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = spool(tmp_path)
-    (site / JOB0 / "big").write_bytes(os.urandom(2 * MiB))
+    # Far more than the receiver reads past a refusal: the command must be ended.
+    sparse_file(site / JOB0 / "big", 64 * MiB, {0: os.urandom(MiB)})
     real_scan = transfer.scan
 
     def lying_scan(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
@@ -202,7 +203,7 @@ def test_a_site_that_lists_less_than_it_sends_is_stopped_before_the_file_is_writ
 
     monkeypatch.setattr(transfer, "scan", lying_scan)
     back = tmp_path / "back"
-    with pytest.raises(RemoteError, match="bytes 0..2097152 of a file it listed at 10 bytes"):
+    with pytest.raises(RemoteError, match="bytes 0..67108864 of a file it listed at 10 bytes"):
         conn.download(str(site), back, limits=Limits())
     landed = back / JOB0 / "big"
     assert not landed.exists() or landed.stat().st_size == 0
