@@ -239,13 +239,7 @@ def download(
     progress.start("downloading", sum(step.length for step in steps))
     try:
         if steps:
-            try:
-                run_helper(
-                    site, "send", root, feed=lambda send: send(request),
-                    consume=receiver.consume, what="download",
-                )  # fmt: skip
-            except _StreamCut:
-                pass  # the command ended with it; the refusal below says why
+            receiver.receive_from(site, root, request)
     finally:
         progress.finish()
     if receiver.refused:
@@ -275,6 +269,14 @@ class _Receiver:
         self.root, self.guard, self.progress = root, guard, progress
         self.received = 0
         self.refused: list[str] = []
+
+    def receive_from(self, site: Reach, root: str, request: bytes) -> None:
+        """The files `request` asks the site's helper to send from `root`."""
+        try:
+            run_helper(site, "send", root, feed=lambda send: send(request),
+                       consume=self.consume, what="download")  # fmt: skip
+        except _StreamCut:
+            pass  # the command ended with it; `refused` says why
 
     def count(self, n: int) -> None:
         self.received += n
