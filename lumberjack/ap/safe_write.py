@@ -18,7 +18,7 @@ import errno
 import os
 import stat
 
-from lumberjack.core import returns
+from lumberjack.core import returns, sparse
 from lumberjack.errors import BadInput
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -112,10 +112,11 @@ def write_file(
             chunk = os.read(source_fd, min(CHUNK, left))
             if not chunk:
                 raise BadInput(f"{name}: the returned file shrank while it was copied")
-            os.write(out, chunk)
+            sparse.write_past_end(out, chunk)  # a sparse output stays sparse
             left -= len(chunk)
         if os.read(source_fd, 1):
             raise BadInput(f"{name}: the returned file grew while it was copied")
+        sparse.end_at(out, size)
         os.fsync(out)
     except BaseException:
         os.close(out)

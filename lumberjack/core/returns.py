@@ -26,9 +26,24 @@ ALIASES = {
     MAX_TOTAL_BYTES_ENV: "LUMBERJACK_IMPORT_MAX_TOTAL_BYTES",
     MAX_JOB_FILES_ENV: "LUMBERJACK_IMPORT_MAX_JOB_FILES",
 }
+#: The fixed caps are ceilings for a file system large enough to take them. What bounds a
+#: return by default is the room where it lands (`room_at`): a download is refused
+#: before a byte moves when what the site offers is more than the free space of the
+#: file system that will hold it, less a reserve. No number fixed here can suit every
+#: disk (1 TiB would fill most state directories; a cap small enough for the smallest
+#: one refuses honest work elsewhere), so the reserve, not these, keeps root's state
+#: from being filled by a site.
 DEFAULT_MAX_JOB_BYTES = 64 << 30
 DEFAULT_MAX_TOTAL_BYTES = 1 << 40
 DEFAULT_MAX_JOB_FILES = 100_000
+#: What stays free on the file system a return lands on (root's state directory is
+#: usually on / or /var, beside the system's logs, the schedd's spool and the ledger
+#: itself, which must record the step): 1 GiB or 5% of the file system, whichever is
+#: larger, above what the file system already keeps for root alone (free space is
+#: counted as an unprivileged writer sees it). The variable sets another number of bytes.
+KEEP_FREE_ENV = "LUMBERJACK_RETURN_KEEP_FREE_BYTES"
+MIN_KEEP_FREE = 1 << 30
+KEEP_FREE_SHARE = 20  # one part in 20: 5%
 #: Linux NAME_MAX and PATH_MAX (bytes).
 NAME_MAX = 255
 PATH_MAX = 4096
@@ -62,16 +77,9 @@ class Limits:
 
         def read(name: str, default: int) -> tuple[int, str]:
             for var in (name, ALIASES[name]):
-                text = env.get(var)
-                if not text:
-                    continue
-                try:
-                    value = int(text)
-                except ValueError:
-                    raise error(f"{var}={text!r} is not a number of bytes or files") from None
-                if value < 0:
-                    raise error(f"{var} must not be negative")
-                return value, var
+                value = _count_in(env, var, "bytes or files", error)
+                if value is not None:
+                    return value, var
             return default, name
 
         job_bytes, job_bytes_var = read(MAX_JOB_BYTES_ENV, DEFAULT_MAX_JOB_BYTES)
@@ -84,6 +92,49 @@ class Limits:
     def file_bytes(self) -> int:
         """No one file may be larger than its job may return."""
         return self.job_bytes
+
+
+@dataclass(frozen=True)
+class Room:
+    """The file system a return lands on: bytes free there and bytes to keep free."""
+
+    path: str
+    free: int
+    keep: int
+    keep_var: str = KEEP_FREE_ENV
+
+    @property
+    def usable(self) -> int:
+        """What a return may take."""
+        return max(0, self.free - self.keep)
+
+
+def room_at(
+    path: str, error: type[Exception] = BadLimit, environ: Mapping[str, str] | None = None
+) -> Room:
+    """The room on the file system holding `path` (which exists); `error` (one line) for
+    a reserve variable that is not a non-negative whole number."""
+    env = os.environ if environ is None else environ
+    fs = os.statvfs(path)
+    free = fs.f_bavail * fs.f_frsize  # as an unprivileged writer sees it
+    keep = _count_in(env, KEEP_FREE_ENV, "bytes", error)
+    if keep is None:
+        keep = max(MIN_KEEP_FREE, fs.f_blocks * fs.f_frsize // KEEP_FREE_SHARE)
+    return Room(path, free, keep)
+
+
+def _count_in(env: Mapping[str, str], var: str, unit: str, error: type[Exception]) -> int | None:
+    """The non-negative whole number `var` sets, None when unset; else `error`."""
+    text = env.get(var)
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise error(f"{var}={text!r} is not a number of {unit}") from None
+    if value < 0:
+        raise error(f"{var} must not be negative")
+    return value
 
 
 def job_of(path: str) -> str | None:

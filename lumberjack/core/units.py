@@ -1,5 +1,5 @@
 """Walltimes and memory sizes: how people and profiles write them, how batch systems take
-them. Stdlib only: both sides of the SSH link use it.
+them; byte counts as messages show them. Stdlib only: both sides of the SSH link use it.
 
 Walltime as "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "2h", "90m", "45s", "1d12h" or a plain
 number of minutes (as sbatch reads it); memory as "4GB", "4000MB", "4G", "1.5T" or a
@@ -90,3 +90,13 @@ def format_memory(mb: int) -> str:
     if mb and mb % 1024 == 0:
         return f"{mb // 1024}GB"
     return f"{mb}MB"
+
+
+def format_bytes(size: int) -> str:
+    """Bytes in the largest binary unit it reaches, one decimal: 2147483648 -> "2.0 GiB"."""
+    value, unit = float(size), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"

@@ -34,6 +34,7 @@ from typing import IO, Any, Callable, Optional
 
 from lumberjack.core.returns import entry_problem, mode_kind
 from lumberjack.core.safepath import why_unsafe
+from lumberjack.core.sparse import end_at, write_all, write_past_end
 
 CHUNK = 1 << 20
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -156,12 +157,6 @@ def scan(root: str, request: dict, out: IO[str]) -> None:
                     emit(out, item)
 
 
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def receive(
     root: str,
     stream: IO[bytes],
@@ -225,13 +220,14 @@ def receive(
                     raise Bad(f"{rel}: stream ended after {done} of {length} bytes")
                 if guard is not None:
                     guard.take(len(data))
-                write_all(fd, data)
+                write_past_end(fd, data)  # a sparse file stays sparse here
                 if digest is not None:
                     digest.update(data)
                 left -= len(data)
                 total += len(data)
                 if progress is not None:
                     progress(len(data))
+            end_at(fd, offset + length)
             os.fchmod(fd, 0o755 if head.get("x") else 0o644)
         finally:
             os.close(fd)

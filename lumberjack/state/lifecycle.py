@@ -191,7 +191,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:
-        from lumberjack.transport.transfer import ReturnRefused  # loaded with the link
+        from lumberjack.transport.transfer import NoRoom, ReturnRefused  # loaded with the link
 
         stopped = site.agent(layout, "stop")
         returned = returned_dir(ledger, record)
@@ -203,6 +203,9 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         try:
             report = site.conn.download(layout.spool, returned,
                                         progress=site.progress, exclude=FETCH_EXCLUDE)  # fmt: skip
+        except NoRoom as exc:  # the phase stays: sync tries again once there is room
+            raise NoRoom(f"export {record.name}: {exc}; free space there and sync (or fetch) "
+                         "again") from exc  # fmt: skip
         except ReturnRefused as exc:  # over a cap: a person decides; the phase stays
             raise ReturnRefused(f"{exc}; raise the cap and fetch again, or `condor_lumberjack "
                                 f"unexport --discard {record.name}` hands the jobs back unrun"

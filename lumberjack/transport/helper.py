@@ -6,8 +6,9 @@ compressed program, on every call. That needs nothing at the site beforehand (no
 to install or keep in step with this version, no agent.pyz yet: the agent is itself
 written by the helper's `put`), costs about 5 KB per command, and keeps the command on
 one line, which every login shell passes as is. The program puts the helper and the
-lumberjack modules it imports (core.safepath, core.returns) into sys.modules under
-their own names, so the helper runs at the site exactly as it is imported here.
+lumberjack modules it imports (core.safepath, core.returns, core.sparse) into
+sys.modules under their own names, so the helper runs at the site exactly as it is
+imported here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import zlib
 from importlib import resources
 
 #: The modules sent, in import order (the helper's own imports: standard library and these).
-SENT = ("lumberjack.core.safepath", "lumberjack.core.returns", "lumberjack.site.transfer_helper")
+SENT = (
+    "lumberjack.core.safepath", "lumberjack.core.returns", "lumberjack.core.sparse",
+    "lumberjack.site.transfer_helper",
+)  # fmt: skip
 PACKAGES = ("lumberjack", "lumberjack.core", "lumberjack.site")
 
 # Run at the site with PACKAGES, MODULES ((name, source) pairs) and MAIN set before it.

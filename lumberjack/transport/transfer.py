@@ -12,7 +12,9 @@ Either direction is one exchange with the transfer helper over a carrier:
 
 The site is not trusted: a download takes only regular files of one name with safe
 names (others are skipped and reported) within the caps of core.returns, checked on the
-listing and again as the bytes arrive. Bytes moved are reported to a `Progress` (the
+listing and again as the bytes arrive, and only what fits where it lands (free space
+less a reserve, judged on the listing before a byte moves); runs of zeros are written
+as holes, so a sparse file stays sparse. Bytes moved are reported to a `Progress` (the
 command line draws the bar).
 """
 
@@ -33,6 +35,7 @@ from lumberjack.ap.message_text import one_line, printable
 from lumberjack.core import returns
 from lumberjack.core.manifest import FileEntry
 from lumberjack.core.returns import Limits
+from lumberjack.core.units import format_bytes
 from lumberjack.errors import BadInput, RemoteError
 from lumberjack.site import transfer_helper
 from lumberjack.transport.carrier import Consume, Feed, LinkLost, Reach, RunResult
@@ -200,7 +203,9 @@ def download(
     (default: the environment's) caps each file, each job's bytes and files (its
     directory in a remote spool, core.returns.job_of) and the whole: judged on the sizes
     the site lists before anything moves, then on the bytes as they arrive; the site
-    never reads a file over the per-file cap. Past a cap: ReturnRefused, at once.
+    never reads a file over the per-file cap. Past a cap: ReturnRefused, at once. What
+    is to move must fit the free space where it lands, less a reserve (core.returns
+    room_at), or NoRoom before anything moves.
     `max_files` caps the files listed in all (for trees without jobs' directories).
     """
     started = time.monotonic()
@@ -222,6 +227,8 @@ def download(
     sizes = {entry.path: entry.size for entry in wanted}
     have = local_states(local_root, sizes, sizes)
     steps, done = plan(wanted, have)  # the site checks our partial files' sha256
+    room = returns.room_at(str(local_root), BadInput)
+    guard.check_room(sum(step.length for step in steps), room)
     report = _report(steps, done)
     report.bad_entries = bad
     request = json.dumps(
@@ -233,10 +240,7 @@ def download(
     progress.start("downloading", sum(step.length for step in steps))
     try:
         if steps:
-            run_helper(
-                site, "send", root, feed=lambda send: send(request),
-                consume=receiver.consume, what="download",
-            )  # fmt: skip
+            receiver.receive_from(site, root, request)
     finally:
         progress.finish()
     if receiver.refused:
@@ -267,6 +271,14 @@ class _Receiver:
         self.received = 0
         self.refused: list[str] = []
 
+    def receive_from(self, site: Reach, root: str, request: bytes) -> None:
+        """The files `request` asks the site's helper to send from `root`."""
+        try:
+            run_helper(site, "send", root, feed=lambda send: send(request),
+                       consume=self.consume, what="download")  # fmt: skip
+        except _StreamCut:
+            pass  # the command ended with it; `refused` says why
+
     def count(self, n: int) -> None:
         self.received += n
         self.progress.advance(n)
@@ -277,14 +289,24 @@ class _Receiver:
         except (transfer_helper.Bad, ValueError, KeyError, TypeError, OSError) as exc:
             self.refused.append(str(exc))
             # Read on a little: the site's own error (if any) explains it better; not
-            # to the end, which a hostile site need never reach.
+            # to the end, which a hostile site need never reach: the command is ended
+            # then (the carrier's waiting for its exit would wait for ever).
             for _ in range(_DRAIN_CHUNKS):
                 if not stream.read(CHUNK):
-                    break
+                    return
+            raise _StreamCut from exc
+
+
+class _StreamCut(Exception):
+    """The download stopped reading a stream the site went on sending."""
 
 
 class ReturnRefused(RemoteError):
     """The site returns more than a cap allows; the download stopped there."""
+
+
+class NoRoom(ReturnRefused):
+    """What the site offers is more than the file system it lands on can take."""
 
 
 class ReturnGuard:
@@ -327,6 +349,17 @@ class ReturnGuard:
         if self.total > limits.total_bytes:
             self._refuse(f"the export returns more than {limits.total_bytes} bytes",
                          limits.total_bytes, limits.total_bytes_var)  # fmt: skip
+
+    def check_room(self, offered: int, room: returns.Room) -> None:
+        """NoRoom when the bytes still to move would leave less than `room` keeps free.
+        Counted at their listed size (sparse or not): the site's listing is all there is
+        to judge by before anything moves, and no stream may carry more."""
+        if offered > room.usable:
+            raise NoRoom(
+                f"{self.source}: offers {format_bytes(offered)} but {room.path} has "
+                f"{format_bytes(room.free)} free (keeping {format_bytes(room.keep)}, "
+                f"{room.keep_var}); nothing fetched"
+            )
 
     def expect(self, steps: list[Step], done: list[FileEntry]) -> None:
         """From here on count what arrives: the bytes already here, then the stream."""

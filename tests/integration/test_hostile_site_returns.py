@@ -3,13 +3,20 @@ ran, the site account plants in its remote spool a name with a control character
 symbolic link, a FIFO, a socket, two hard links, or a 2 GiB sparse file. `fetch` skips
 and reports the first kind and takes the rest; it refuses the sparse file by the
 per-job cap before a byte of it moves; either way the jobs still come home (import, or
-unexport --discard with the remote pool stopped first) and `cleanup` leaves nothing."""
+unexport --discard with the remote pool stopped first) and `cleanup` leaves nothing.
+`sync` refuses a return larger than the free space where it would land, moving nothing,
+and brings it home once there is room: the sparse file sparse, fetched and placed."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shlex
+import signal
 import stat
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,10 +32,14 @@ from journey import (
     site_path,
     site_run,
     submit,
+    sync_one,
     wait_finished,
 )
 
+from lumberjack.errors import RemoteError
+from lumberjack.profiles.sites import find_profile
 from lumberjack.state.ledger import Ledger
+from lumberjack.transport import SiteConnection, transfer
 
 pytestmark = pytest.mark.integration
 
@@ -144,3 +155,84 @@ def test_a_sparse_file_over_the_cap_is_refused_and_the_jobs_still_come_home(
     assert cleaned["phase"] == "cleaned" and not bundle.exists()
     assert not site_path(f"{SITE_BASE}/{name}").exists()
     assert wait_nothing_left(name) == []
+
+
+#: `condor_lumberjack ARGS` with a tmpfs of 64 MiB mounted at DIR in a mount namespace of
+#: its own (so the file system ends with the command, whatever happens); then the files
+#: left on that file system listed into LISTING. sh -c SCRIPT sh DIR LISTING COMMAND...
+ON_SMALL_FS = (
+    'dir=$1; listing=$2; shift 2; mount -t tmpfs -o size=64m,mode=0700 tmpfs "$dir" || exit 99; '
+    '"$@"; code=$?; find "$dir" -type f > "$listing"; exit $code'
+)
+
+
+def real_bytes(path: Path) -> int:
+    """Bytes of the file on disk (its blocks), not its length."""
+    return os.stat(path).st_blocks * 512
+
+
+def test_sync_refuses_a_return_past_the_free_space_then_brings_it_home_sparse(
+    workspace: Path, state_dir: Path, at_site: list
+) -> None:
+    name, cluster, job0 = finished_at_site(workspace, at_site, "room")
+    site_run(f"truncate -s 2G {shlex.quote(job0)}/huge")  # 2 GiB on paper, no blocks
+    returned = Ledger().work_dir(name) / "returned"
+    returned.mkdir(mode=0o700, parents=True, exist_ok=True)
+    listing = workspace / "left-on-small-fs"
+
+    # cron's path, with the returned spool's file system far smaller than the offer
+    command = [sys.executable, "-m", "lumberjack", "sync", "--name", name, "--json"]
+    refused = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", ON_SMALL_FS, "sh",
+         str(returned), str(listing), *command],
+        capture_output=True, text=True, env=os.environ,
+    )  # fmt: skip
+    assert refused.returncode not in (0, 99), refused.stdout + refused.stderr
+    entry = json.loads(refused.stdout)["exports"][0]
+    error = entry["error"]
+    assert "\n" not in error and error.startswith(f"export {name}: site ")
+    assert f"offers 2.0 GiB but {returned} has 64.0 MiB free (keeping 1.0 GiB, " in error
+    assert error.endswith("nothing fetched; free space there and sync (or fetch) again")
+    assert listing.read_text() == ""  # not a byte of it moved
+    assert list(returned.iterdir()) == [] and Ledger().get(name).phase == "finished"
+
+    # room again: the next round fetches and imports, the zeros still holes
+    assert sync_one(name)["phase"] == "imported"
+    fetched = returned / f"{cluster}/0/cluster{cluster}.proc0.subproc0/huge"
+    placed = workspace / "job" / "huge"  # TransferOutput unset: every output to the Iwd
+    for path in (fetched, placed):
+        assert path.stat().st_size == 2 << 30
+        assert real_bytes(path) <= 1 << 20, f"{path}: {real_bytes(path)} bytes on disk"
+    print(f"2 GiB sparse at the site: fetched {real_bytes(fetched)} B, placed "
+          f"{real_bytes(placed)} B on disk")  # fmt: skip
+    cleaned = last_json(lumberjack("cleanup", name, "--json"))
+    assert cleaned["phase"] == "cleaned" and wait_nothing_left(name) == []
+
+
+def test_a_site_that_sends_more_than_it_listed_is_cut_off_not_waited_for(
+    access_point, site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = f"{SITE_BASE}/lying-{uuid.uuid4().hex[:6]}"
+    site_run(f"mkdir -p {remote} && truncate -s 256M {remote}/big")
+    real_scan = transfer.scan
+
+    def lying_scan(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        listing = real_scan(*args, **kwargs)  # as a site lists a file it then lets grow
+        listing["big"] = dataclasses.replace(listing["big"], size=10)
+        return listing
+
+    def waited(*_: object) -> None:
+        raise AssertionError("the download waited for a site that went on sending")
+
+    monkeypatch.setattr(transfer, "scan", lying_scan)
+    before = signal.signal(signal.SIGALRM, waited)
+    signal.alarm(120)
+    try:
+        with SiteConnection(find_profile("testbed")) as conn, pytest.raises(RemoteError) as cut:
+            conn.download(remote, tmp_path / "back")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+        site_run(f"rm -rf {remote}")
+    assert "the site sends bytes 0..268435456 of a file it listed at 10 bytes" in str(cut.value)
+    assert [p for p in (tmp_path / "back").rglob("*") if p.stat().st_size] == []

@@ -395,7 +395,11 @@ class LocalCarrier:
             thread.start()
         stdout = b""
         if consume is not None:
-            consume(proc.stdout)
+            try:
+                consume(proc.stdout)
+            except BaseException:
+                proc.kill()  # as the carriers do: the command ends with its reader
+                raise
         else:
             stdout = proc.stdout.read()
         for thread in threads:
