@@ -65,5 +65,14 @@ def test_sync_brings_held_jobs_home(workspace: Path, state_dir: Path, at_site: l
         assert f"{code} ({again:03d}.000.000)" in again_log, again_log
     assert (again_dir / "out.0").read_text() == "stdout of job 0\n"
 
-    pilots = site_run("squeue -h -u hpcuser -o '%i %j %T'")
-    assert [line for line in pilots.splitlines() if f" lj-{name}-" in line] == []
+    # The pilot was cancelled when the export came home: Slurm may still list it as
+    # COMPLETING for a few seconds while its node cleans up, never as running.
+    deadline = time.monotonic() + 60
+    while True:
+        pilots = site_run("squeue -h -u hpcuser -o '%i %j %T'")
+        left = [line for line in pilots.splitlines() if f" lj-{name}-" in line]
+        assert not [line for line in left if not line.endswith("COMPLETING")], left
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert left == [], left
