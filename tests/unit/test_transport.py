@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -364,13 +365,24 @@ class LocalCarrier:
 
     def exec(self, command: str, *, feed=None, consume=None, timeout=None) -> RunResult:
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        # Its own process group: ending the command ends what the shell started too (as
+        # sshd ends a session's processes), else a helper left writing keeps the pipes
+        # open, and this process's reader threads with them, for ever.
         proc = subprocess.Popen(
             ["/bin/sh", "-c", command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
+            start_new_session=True,
         )
+
+        def end_command() -> None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
         assert proc.stdin and proc.stdout and proc.stderr
         failures: list[BaseException] = []
         errors: list[bytes] = []
@@ -383,7 +395,7 @@ class LocalCarrier:
                 pass  # the command stopped reading: its exit status and stderr say why
             except BaseException as exc:
                 failures.append(exc)
-                proc.kill()  # as a dropped channel: the command gets no more input
+                end_command()  # as a dropped channel: the command gets no more input
             finally:
                 proc.stdin.close()
 
@@ -398,7 +410,10 @@ class LocalCarrier:
             try:
                 consume(proc.stdout)
             except BaseException:
-                proc.kill()  # as the carriers do: the command ends with its reader
+                end_command()  # as the carriers do: the command ends with its reader
+                for thread in threads:
+                    thread.join()
+                proc.wait()
                 raise
         else:
             stdout = proc.stdout.read()
