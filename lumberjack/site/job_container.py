@@ -42,12 +42,18 @@ INNER_APPTAINER = "/usr/bin/apptainer"
 JOB_TARGET_DIR = "/srv"
 #: The job attributes that may name an image, in the order the startd looks at them.
 IMAGE_ATTRS = ("ContainerImage", "SingularityImage")
-_LAUNCHER_ENV = LAUNCHER_ENV_CLASSAD.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _classad_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 #: Jobs the startd refuses: Docker, a network or sandbox-directory image, another
 #: universe, Chirp or remote I/O, or variables in their environment that the nested
 #: container's launcher would read outside the job's container (core/job_channels.py;
 #: APPTAINER_BIND would add binds, LD_PRELOAD would load a library of the job's).
 #: Which image paths it accepts: see _image_lines.
+_launcher_env = _classad_string(LAUNCHER_ENV_CLASSAD)
 JOB_GUARD = (
     "(TARGET.WantDocker =!= true) && (TARGET.DockerImage =?= undefined) && "
     "(TARGET.WantDockerImage =!= true) && (TARGET.WantSandboxImage =!= true) && "
@@ -55,7 +61,7 @@ JOB_GUARD = (
     + " && ".join(f"(TARGET.{a} =!= true)" for a in REMOTE_IO_ATTRS)
     + " && "
     + " && ".join(
-        f'(TARGET.{a} =?= undefined || !regexp("{_LAUNCHER_ENV}", TARGET.{a}, "i"))'
+        f'(TARGET.{a} =?= undefined || !regexp({_launcher_env}, TARGET.{a}, "i"))'
         for a in ("Environment", "Env")
     )
 )
@@ -64,10 +70,6 @@ JOB_GUARD = (
 def isolates(runtime_name: str) -> bool:
     """Whether jobs of this runtime run in a container of their own."""
     return runtime_name in ISOLATING_RUNTIMES
-
-
-def _classad_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _image_lines(image: str, spool: str | None) -> tuple[str, str]:
