@@ -338,7 +338,7 @@ def test_without_any_copy_of_the_sent_queue_import_refuses(world: World) -> None
 )
 def test_control_characters_in_names_are_refused(world: World, name: str) -> None:
     (world.job_dir(0) / name).write_text("x")
-    refused(world, "control characters")
+    refused(world, "control character")
 
 
 def test_name_longer_than_name_max_is_refused() -> None:
