@@ -35,10 +35,10 @@ def queue_hints(
     refused: str,
     attempt: Callable[[str], Hinted],
     wants_gpus: bool,
-) -> list[str]:
-    """`--queue NAME (cost)` for up to MAX_HINTS queues other than `refused` that take
-    the whole request; `attempt(name)` builds it there (BadInput when that queue refuses
-    it too)."""
+) -> list[tuple[str, str]]:
+    """(queue name, what following it costs) for up to MAX_HINTS queues other than
+    `refused` that take the whole request; `attempt(name)` builds it there (BadInput
+    when that queue refuses it too)."""
     found = []
     for order, queue in enumerate(profile.queues):
         if queue.name == refused:
@@ -53,7 +53,7 @@ def queue_hints(
         if request.nodes_origin != "--nodes" and request.nodes > asked:
             what = f"raises the nodes from {asked} to {request.nodes}: {what}"
         needless = queue.gpus_per_node > 0 and not wants_gpus
-        found.append((needless, cost.charged, order, f"--queue {queue.name} ({what})"))
+        found.append((needless, cost.charged, order, (queue.name, what)))
     if any(not needless for needless, *_ in found):
         found = [item for item in found if not item[0]]
     return [item[-1] for item in sorted(found)[:MAX_HINTS]]

@@ -145,27 +145,7 @@ class ResourceRequest:
 # ---- building and checking a request -------------------------------------------------
 
 
-def build_request(profile: SiteProfile, **flags: Any) -> ResourceRequest:
-    """Fill a request from flags, the jobs' runtimes and needs, and the profile, and
-    check it against the chosen queue (keywords: see _build). Raises BadInput naming
-    the flag, the limit and a way out: another queue only if it takes the whole
-    request, with what it costs."""
-    try:
-        return _build(profile, **flags)
-    except QueueLimit as refused:
-
-        def attempt(name: str) -> Hinted:
-            # An allocation left out is no limit of a queue: it refuses none of them.
-            other = _build(profile, **{**flags, "queue": name}, hinting=True)
-            return Hinted(other.nodes, other.pilots, other.walltime_s, other.origin("nodes"))
-
-        needs = flags.get("job_needs")
-        wants_gpus = bool(flags.get("gpus")) or bool(needs and needs.gpus)
-        hints = queue_hints(profile, refused.queue, attempt, wants_gpus)
-        raise BadInput(refused.message(hints)) from None
-
-
-def _build(
+def build_request(
     profile: SiteProfile,
     *,
     nodes: int | None = None,
@@ -179,21 +159,72 @@ def _build(
     job_runtimes_s: Sequence[RuntimeLike] = (),
     idle_shutdown: str | int | None = None,
     job_needs: JobNeeds | None = None,
-    hinting: bool = False,
 ) -> ResourceRequest:
-    """The request, checked against the chosen queue alone. `walltime` may be seconds
-    (int) or any form `parse_walltime` reads. Raises BadInput (QueueLimit for a limit
-    of the queue)."""
+    """Fill a request from flags, the jobs' runtimes and needs, and the profile, and
+    check it against the chosen queue. `walltime` may be seconds (int) or any form
+    `parse_walltime` reads. Raises BadInput naming the flag, the limit and a way out:
+    another queue only if it takes the whole request, with what it costs."""
+    flags: dict[str, Any] = dict(
+        nodes=nodes, cores=cores, memory=memory, gpus=gpus, walltime=walltime,
+        allocation=allocation, pilots=pilots, job_runtimes_s=job_runtimes_s,
+        idle_shutdown=idle_shutdown, job_needs=job_needs,
+    )  # fmt: skip
+    try:
+        return _build(profile, queue, flags)
+    except QueueLimit as refused:
+        wants_gpus = bool(gpus) or bool(job_needs and job_needs.gpus)
+        hints = other_queues(profile, refused.queue, flags, wants_gpus)
+        ways = [f"--queue {name} ({what})" for name, what in hints]
+        raise BadInput(refused.message(ways)) from None
+
+
+def other_queues(
+    profile: SiteProfile, refused: str, flags: dict[str, Any], wants_gpus: bool
+) -> list[tuple[str, str]]:
+    """(queue, what it costs) for the queues other than `refused` that take the whole
+    request `flags` (build_request's keywords but the queue); see queue_hints.py."""
+
+    def attempt(name: str) -> Hinted:
+        # An allocation left out is no limit of a queue: it refuses none of them.
+        other = _build(profile, name, flags, hinting=True)
+        return Hinted(other.nodes, other.pilots, other.walltime_s, other.origin("nodes"))
+
+    return queue_hints(profile, refused, attempt, wants_gpus)
+
+
+def flags_of(request: ResourceRequest) -> dict[str, Any]:
+    """The flags that give `request` again on another queue: those it was given, its
+    walltime (the jobs' runtimes may have set it) and its allocation."""
+    given = {
+        "nodes": request.nodes,
+        "cores": request.cores_per_node,
+        "memory": request.memory_per_node_mb,
+        "gpus": request.gpus_per_node,
+        "pilots": request.pilots,
+    }
+    flags = {key: value for key, value in given.items() if request.origin(key) == f"--{key}"}
+    return {**flags, "walltime": request.walltime_s, "allocation": request.allocation}
+
+
+def _build(
+    profile: SiteProfile, queue: str | None, flags: dict[str, Any], hinting: bool = False
+) -> ResourceRequest:
+    """The request on `queue` alone, from build_request's other keywords (`flags`; an
+    absent one is None). Raises BadInput (QueueLimit for a limit of the queue)."""
+    get = flags.get
     origins: dict[str, str] = {}  # value name -> where it came from, for the report
     chosen = _choose_queue(profile, queue, origins)
-    total_nodes, pilot_count = _nodes_and_pilots(profile, chosen, nodes, pilots, origins)
-    cores_per_node, memory_per_node, gpus_per_node = _node_resources(
-        profile, chosen, cores, memory, gpus, job_needs, origins
+    total_nodes, pilot_count = _nodes_and_pilots(
+        profile, chosen, get("nodes"), get("pilots"), origins
     )
-    longest = _longest_runtime(profile, chosen, job_runtimes_s)
-    walltime_s = _walltime(profile, chosen, walltime, longest, origins)
-    charged = _allocation(profile, allocation, origins, required=not hinting)
+    cores_per_node, memory_per_node, gpus_per_node = _node_resources(
+        profile, chosen, get("cores"), get("memory"), get("gpus"), get("job_needs"), origins
+    )
+    longest = _longest_runtime(profile, chosen, get("job_runtimes_s") or ())
+    walltime_s = _walltime(profile, chosen, get("walltime"), longest, origins)
+    charged = _allocation(profile, get("allocation"), origins, required=not hinting)
     extra: dict[str, Any] = {}
+    idle_shutdown = get("idle_shutdown")
     if idle_shutdown is not None:
         extra["idle_shutdown_s"] = _idle_shutdown(idle_shutdown)
         origins["idle_shutdown"] = "--idle-shutdown"
