@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -25,7 +24,6 @@ from lumberjack.core.contract import (
     ALIVE,
     ExportLayout,
     LaunchPlan,
-    PilotSpec,
     PilotState,
     PoolState,
     SubmittedPilots,
@@ -243,15 +241,10 @@ class Pool:
         self.write_pilot_files(settings)
         new = []
         for index in range(plan.pilots):
-            spec = PilotSpec.of(
-                plan.spec,
-                name=f"lj-{layout.name}-{len(submitted) + index + 1}"[:63],
-                node_command=shlex.quote(layout.node_script),  # a command for `bash -c`
-                retire_command=remote_pool.retire_command(layout, batch),
-                output_dir=layout.pilot_output,
-            )
-            script = Path(layout.pilots, f"{spec.name}.sh")
-            script.write_text(batch.render_pilot_script(spec))
+            number = len(submitted) + index + 1
+            name, text = remote_pool.pilot_script(plan.spec, layout, batch, number)
+            script = Path(layout.pilots, f"{name}.sh")
+            script.write_text(text)
             script.chmod(0o700)
             result = subprocess.run(
                 batch.submit_command(str(script)), capture_output=True, text=True,
