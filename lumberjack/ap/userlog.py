@@ -8,9 +8,11 @@ what it skipped and was not written for hostile input; we need to know exactly w
 bytes we keep so that what we append is byte for byte the site's well-formed events.
 
 Kept: complete events of the job's own id, in order, and only those its final status
-allows (a terminate event only for a job that completed, an abort only for one removed:
-DAGMan believes these). Dropped and counted: events of other jobs, truncated events,
-garbage between events, events that contradict the job's status.
+allows (a terminate event only for a job that completed: DAGMan believes these). Never
+the site's abort event: the local schedd writes its own when the imported removed job
+leaves its queue (with the site's RemoveReason, a result), as HTCondor writes one.
+Dropped and counted: events of other jobs, truncated events, garbage between events,
+events that contradict the job's status, the site's abort events.
 
 Appending is recorded in the same step (``append_once``): before writing, the log's
 size and the bytes to append go to a journal in root's import state; a rerun
@@ -45,7 +47,7 @@ MAX_EVENT_CODE = 60
 MAX_EVENT_LINES = 1000
 MAX_EVENT_BYTES = 64 * 1024
 TERMINATED, ABORTED = 5, 9
-_ALLOWED_ONLY_IF = {TERMINATED: JobStatus.COMPLETED, ABORTED: JobStatus.REMOVED}
+_ALLOWED_ONLY_IF = {TERMINATED: JobStatus.COMPLETED}
 # Printable text and tabs only; anything else is not an event HTCondor wrote.
 _BAD_BYTES = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -134,6 +136,8 @@ def _reject(
         b"\n".join(event).decode("utf-8")
     except UnicodeDecodeError:
         return "not UTF-8"
+    if code == ABORTED:
+        return "written by the local schedd"
     needed = _ALLOWED_ONLY_IF.get(code)
     if needed is not None and status is not needed:
         return "contradicts the job's status"

@@ -1,9 +1,10 @@
 """Jobs run at the site as at home, driven by `sync` alone as cron runs it: the job's
 environment (`environment`, which condor_submit writes in V2 syntax whichever the user
 wrote, and `getenv`, copied into it at submit) arrives byte for byte through the
-per-job container, and a job killed by a signal comes home killed by that signal
-(ExitBySignal, ExitSignal, the user log's abnormal termination), as a plain HTCondor
-pool reports it. One export carries every case."""
+per-job container, a job killed by a signal comes home killed by that signal
+(ExitBySignal, ExitSignal, the user log's abnormal termination), and a job removed by
+its periodic_remove comes home removed with one aborted event, as a plain HTCondor pool
+reports them. One export carries every case."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ SIGNAL_JOB = """#!/bin/sh
 echo "job $1 about to end with $2"
 case "$2" in
   exit*) exit "${2#exit}" ;;
+  sleep*) sleep "${2#sleep}" ;;
   *) kill -s "$2" $$ ;;
 esac
 """
@@ -63,15 +65,17 @@ def _job_dir(workspace: Path, name: str, script: str) -> Path:
     return job_dir
 
 
-def finished(cluster: int, projection: list[str], expect: int) -> list[dict]:
+def finished(cluster: int, projection: list[str], expect: int, status: int = 4) -> list[dict]:
     """The cluster's imported jobs, from the queue or, once the schedd's sweep moved
     them, its history (the sweep can take a minute; there is no need to wait for it)."""
     deadline = time.monotonic() + 120
     while True:
-        ads = {a["ProcId"]: a for a in query(f"ClusterId == {cluster}", ["ProcId", *projection])}
+        found = query(f"ClusterId == {cluster}", ["ProcId", "JobStatus", *projection])
+        ads = {a["ProcId"]: a for a in found}
         if len(ads) < expect:
-            ads |= {a["ProcId"]: a for a in history(cluster, ["ProcId", *projection], 0, 0)}
-        done = [ads[p] for p in sorted(ads) if ads[p].get("JobStatus") == 4]
+            earlier = history(cluster, ["ProcId", "JobStatus", *projection], 0, 0)
+            ads |= {a["ProcId"]: a for a in earlier}
+        done = [ads[p] for p in sorted(ads) if ads[p].get("JobStatus") == status]
         if len(done) >= expect or time.monotonic() > deadline:
             return done
         time.sleep(1)
@@ -89,8 +93,14 @@ def test_environment_and_signals_come_home_as_htcondor_reports_them(
     ends = [*SIGNALS, "exit143", "exit0"]
     sig_cluster = submit_items(sig_dir, [{"end": e} for e in ends], arguments="$(Process) $(end)")
 
+    rm_dir = _job_dir(workspace, "removed", SIGNAL_JOB)
+    rm_cluster = submit_items(
+        rm_dir, [{}], arguments="0 sleep300", periodic_remove="JobStatus == 2"
+    )
+
     name = f"as-home-{env_cluster}"
-    lumberjack("export", "--ids", str(env_cluster), str(sig_cluster), "--site", "testbed",
+    clusters = (str(env_cluster), str(sig_cluster), str(rm_cluster))
+    lumberjack("export", "--ids", *clusters, "--site", "testbed",
                "--nodes", "1", "--walltime", "15m", "--name", name)  # fmt: skip
     at_site.append(name)
     sync_until_imported(name)
@@ -124,3 +134,15 @@ def test_environment_and_signals_come_home_as_htcondor_reports_them(
         assert (sig_dir / f"out.{ad['ProcId']}").read_text() == (
             f"job {ad['ProcId']} about to end with {end}\n"
         )
+
+    # Removed at the site by its periodic_remove: removed at home with HTCondor's reason,
+    # and one aborted event, which the local schedd writes as the job leaves its queue.
+    (removed,) = finished(rm_cluster, ["RemoveReason"], 1, status=3)
+    assert "PeriodicRemove" in removed.get("RemoveReason", ""), removed
+    aborted = f"009 ({rm_cluster:03d}.000.000)"
+    deadline = time.monotonic() + 120
+    while aborted not in (log := (rm_dir / "job.log").read_text()):
+        assert time.monotonic() < deadline, log
+        time.sleep(1)
+    assert log.count(aborted) == 1, log
+    assert "PeriodicRemove" in log[log.index(aborted) :], log

@@ -28,6 +28,7 @@ from lumberjack.ap.export import Plan, write_bundle
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core import returns
+from lumberjack.core.jobstatus import JobStatus
 from lumberjack.errors import BadInput
 
 CLUSTER = 7
@@ -474,6 +475,16 @@ def test_forged_terminate_for_a_job_that_did_not_finish_is_dropped(world: World)
         b"007.001.000) 2025-01-02 03:04:05 Job terminated"
         not in (world.iwd / "job.log").read_bytes()
     )
+
+
+def test_the_sites_abort_event_is_left_to_the_local_schedd() -> None:
+    """A job removed at the site comes home removed; the local schedd writes its aborted
+    event (with the site's RemoveReason) when the job leaves its queue, as HTCondor
+    writes one at home: the site's copy would make it two."""
+    removed = event(1, "007.000") + event(9, "007.000", "Job was aborted.")
+    got = userlog.filter_events(removed, 7, 0, JobStatus.REMOVED)
+    assert got.data == event(1, "007.000")
+    assert got.dropped == {"written by the local schedd": 1}
 
 
 def test_event_with_control_characters_is_dropped() -> None:
