@@ -45,6 +45,30 @@ case "$2" in
 esac
 """
 SIGNALS = {"HUP": 1, "QUIT": 3, "ILL": 4, "TERM": 15}
+#: Prints every path the inputs made in its sandbox, one a line.
+DIRS_JOB = """#!/bin/sh
+for p in dirA dirB dirC dirD e g.txt; do
+  if [ -e "$p" ]; then find "$p"; fi
+done
+"""
+#: The inputs' tree: empty and nested empty directories, files beside them.
+TREE = ("dirA/empty/", "dirA/n1/n2/", "dirA/f.txt", "dirB/e/", "dirB/g.txt", "dirC/", "dirD/")
+#: `dir` is the directory itself, `dir/` its contents (HTCondor's rule).
+DIR_INPUTS = "dirA, dirB/, dirC, dirD/"
+
+
+def sandbox_paths(top: Path, inputs: str) -> set[str]:
+    """The paths HTCondor makes in a sandbox for `inputs` (directories of `top`)."""
+    made = set()
+    for entry in (e.strip() for e in inputs.split(",")):
+        name = entry.rstrip("/")
+        for path in [top / name, *(top / name).rglob("*")]:
+            relative = path.relative_to(top / name)
+            if entry.endswith("/"):
+                made |= {str(relative)} if str(relative) != "." else set()
+            else:
+                made.add(str(Path(name) / relative) if str(relative) != "." else name)
+    return made
 
 
 def v2_environment(env: dict[str, str]) -> str:
@@ -98,8 +122,17 @@ def test_environment_and_signals_come_home_as_htcondor_reports_them(
         rm_dir, [{}], arguments="0 sleep300", periodic_remove="JobStatus == 2"
     )
 
+    dirs_dir = _job_dir(workspace, "dirs", DIRS_JOB)
+    for path in TREE:
+        if path.endswith("/"):
+            (dirs_dir / path).mkdir(parents=True, exist_ok=True)
+        else:
+            (dirs_dir / path).write_text(path)
+    chown_tree(dirs_dir)
+    dirs_cluster = submit_items(dirs_dir, [{}], transfer_input_files=DIR_INPUTS)
+
     name = f"as-home-{env_cluster}"
-    clusters = (str(env_cluster), str(sig_cluster), str(rm_cluster))
+    clusters = (str(env_cluster), str(sig_cluster), str(rm_cluster), str(dirs_cluster))
     lumberjack("export", "--ids", *clusters, "--site", "testbed",
                "--nodes", "1", "--walltime", "15m", "--name", name)  # fmt: skip
     at_site.append(name)
@@ -134,6 +167,12 @@ def test_environment_and_signals_come_home_as_htcondor_reports_them(
         assert (sig_dir / f"out.{ad['ProcId']}").read_text() == (
             f"job {ad['ProcId']} about to end with {end}\n"
         )
+
+    # Directory inputs: the same sandbox as at home, empty directories and all.
+    (dirs_done,) = finished(dirs_cluster, ["ExitCode"], 1)
+    assert dirs_done["ExitCode"] == 0, dirs_done
+    made = set((dirs_dir / "out.0").read_text().split())
+    assert made == sandbox_paths(dirs_dir, DIR_INPUTS), made
 
     # Removed at the site by its periodic_remove: removed at home with HTCondor's reason,
     # and one aborted event, which the local schedd writes as the job leaves its queue.
