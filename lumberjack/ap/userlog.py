@@ -144,17 +144,34 @@ def _reject(
     return None
 
 
+#: The eviction event HTCondor's shadow writes when a job's output transfer fails
+#: (JobEvictedEvent: not checkpointed, no usage of its own, no bytes).
+_EVICTED_BODY = (
+    "Job was evicted.\n\t(0) CPU times\n"
+    "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Remote Usage\n"
+    "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Local Usage\n"
+    "\t0  -  Run Bytes Sent By Job\n\t0  -  Run Bytes Received By Job\n"
+)
+
+
 def held_events(
     events: Events, cluster: int, proc: int, reason: str, code: int, sub: int, when: float
 ) -> bytes:
-    """What the user log gets for a job import holds: its events without a terminate
-    (the job did not complete here), then the hold event HTCondor writes (012) dated
-    `when`."""
+    """What the user log gets for a job import holds because its outputs cannot be
+    written: its events without a terminate (the job did not complete here), then what
+    HTCondor writes when an output transfer fails, dated `when`: the error (021), the
+    eviction (004) and the hold (012), each with the reason and codes."""
     kept = filter_events(events.data, cluster, proc, JobStatus.HELD).data
     date = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    job = f"({cluster:03d}.{proc:03d}.000) {date}"
     text = reason.replace("\n", " ")
-    hold = f"012 ({cluster:03d}.{proc:03d}.000) {date} Job was held.\n\t{text}\n"
-    return kept + (hold + f"\tCode {code} Subcode {sub}\n...\n").encode("utf-8", "replace")
+    codes = f"\tCode {code} Subcode {sub}\n...\n"
+    added = (
+        f"021 {job} Error from starter on the site:\n\t{text}\n{codes}"
+        f"004 {job} {_EVICTED_BODY}...\n"
+        f"012 {job} Job was held.\n\t{text}\n{codes}"
+    )
+    return kept + added.encode("utf-8", "replace")
 
 
 # ------------------------------------------------------------------- appending once

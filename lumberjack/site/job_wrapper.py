@@ -35,7 +35,8 @@ VALUE_OPTIONS = frozenset(
      "--env", "--env-file", "--security", "--hostname", "--mount", "--overlay", "-o",
      "--network", "--network-args", "--app", "--dns", "--fusemount")
 )  # fmt: skip
-#: The job's parent inside the container: the site image's python. Only jobs in the site
+#: The job's parent inside the container: the site image's python (Debian's condor package
+#: depends on python3, so every build of the image has it). Only jobs in the site
 #: image get it (a job's own image may have no python); the pilots write this file with
 #: the site image's path here.
 INNER_PYTHON = "/usr/bin/python3"

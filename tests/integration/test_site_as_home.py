@@ -51,6 +51,10 @@ for p in dirA dirB dirC dirD e g.txt; do
   if [ -e "$p" ]; then find "$p"; fi
 done
 """
+#: Writes an output that its remap sends into a directory missing at home.
+REMAP_JOB = """#!/bin/sh
+echo result > res.txt
+"""
 #: The inputs' tree: empty and nested empty directories, files beside them.
 TREE = ("dirA/empty/", "dirA/n1/n2/", "dirA/f.txt", "dirB/e/", "dirB/g.txt", "dirC/", "dirD/")
 #: `dir` is the directory itself, `dir/` its contents (HTCondor's rule).
@@ -131,8 +135,13 @@ def test_environment_and_signals_come_home_as_htcondor_reports_them(
     chown_tree(dirs_dir)
     dirs_cluster = submit_items(dirs_dir, [{}], transfer_input_files=DIR_INPUTS)
 
+    remap_dir = _job_dir(workspace, "remap", REMAP_JOB)
+    remap_cluster = submit_items(
+        remap_dir, [{}], transfer_output_remaps='"res.txt = missing/res.txt"'
+    )
+
     name = f"as-home-{env_cluster}"
-    clusters = (str(env_cluster), str(sig_cluster), str(rm_cluster), str(dirs_cluster))
+    clusters = [str(c) for c in (env_cluster, sig_cluster, rm_cluster, dirs_cluster, remap_cluster)]
     lumberjack("export", "--ids", *clusters, "--site", "testbed",
                "--nodes", "1", "--walltime", "15m", "--name", name)  # fmt: skip
     at_site.append(name)
@@ -173,6 +182,17 @@ def test_environment_and_signals_come_home_as_htcondor_reports_them(
     assert dirs_done["ExitCode"] == 0, dirs_done
     made = set((dirs_dir / "out.0").read_text().split())
     assert made == sandbox_paths(dirs_dir, DIR_INPUTS), made
+
+    # An output remapped into a missing directory: held 12/2 (errno 2), no completion
+    # counted, after the error and eviction events, as HTCondor's shadow holds it.
+    (held,) = finished(remap_cluster, ["HoldReasonCode", "HoldReasonSubCode", "NumJobCompletions"],
+                       1, status=5)  # fmt: skip
+    assert (held["HoldReasonCode"], held["HoldReasonSubCode"]) == (12, 2), held
+    assert held.get("NumJobCompletions", 0) == 0, held
+    assert not (remap_dir / "missing").exists()
+    codes = [line[:3] for line in (remap_dir / "job.log").read_text().splitlines()
+             if line[:3].isdigit() and f"({remap_cluster:03d}." in line]  # fmt: skip
+    assert codes[-3:] == ["021", "004", "012"] and "005" not in codes, codes
 
     # Removed at the site by its periodic_remove: removed at home with HTCondor's reason,
     # and one aborted event, which the local schedd writes as the job leaves its queue.
