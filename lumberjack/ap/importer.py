@@ -501,6 +501,11 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
     ad.set("EnteredCurrentStatus", str(int(time.time())))
     if merge.statuses.get(job_id) is JobStatus.COMPLETED:
         merge.completed -= 1
+        # HTCondor counts a completion only once the outputs are home: a failed output
+        # transfer holds the job uncounted.
+        count = ad.get("NumJobCompletions")
+        if count is not None and count.isdigit() and int(count) > 0:
+            ad.set("NumJobCompletions", str(int(count) - 1))
     merge.statuses[job_id] = JobStatus.HELD
 
 

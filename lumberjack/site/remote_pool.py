@@ -141,7 +141,11 @@ def pilot_config(settings: PoolSettings) -> str:
     after which the startd accepts no new job).
     """
     containers = job_container_lines(
-        settings.runtime_name, settings.image, _job_images_spool(settings), settings.gpu_vendor
+        settings.runtime_name,
+        settings.image,
+        _job_images_spool(settings),
+        settings.gpu_vendor,
+        pilots_dir=settings.layout.pilots,
     )
     gpu_lines = startd_gpu_lines(
         settings.gpus, settings.gpu_vendor, settings.gpu_model, settings.simulate_gpus

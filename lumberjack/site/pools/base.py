@@ -35,6 +35,7 @@ from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, BatchSystem, get_batch_system
 from lumberjack.site.files import AgentError, make_private, read_contract, write_contract
 from lumberjack.site.idle_jobs import idle_shapes
+from lumberjack.site.job_container import write_wrapper
 from lumberjack.site.job_queue import held_report, job_counts, placed, queue_ads
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
@@ -98,6 +99,7 @@ class Pool:
         except RuntimeError as exc:
             raise AgentError(str(exc)) from None
         Path(self.layout.pilot_config).write_text(remote_pool.pilot_config(settings))
+        write_wrapper(settings.layout.pilots, settings.runtime_name, settings.image)
         spec = plan.spec
         node = remote_pool.node_script(
             settings, batch=self.batch, cores=spec.cores_per_node,
