@@ -113,6 +113,21 @@ def show(schedd: Any, record: ExportRecord, answer: dict[str, Any]) -> int:
     return len(edits)
 
 
+def idle_again(schedd: Any, record: ExportRecord) -> list[str]:
+    """Before the jobs are handed back unrun (unexport --discard): those `show` made
+    running at home idle again, or the local schedd would keep a running job with no
+    shadow."""
+    running = [
+        job
+        for job, texts in local_jobs(schedd, record, ["JobStatus"]).items()
+        if texts.get("Managed") == EXTERNAL
+        and status_of(texts.get("JobStatus")) is JobStatus.RUNNING
+    ]
+    if running:
+        schedd.edit(running, "JobStatus", str(int(JobStatus.IDLE)))
+    return running
+
+
 def home_states(schedd: Any, record: ExportRecord) -> tuple[list[str], list[str]]:
     """(removed, held) at home: jobs removed there and still in the queue, and jobs held
     there that are still the export's (import merges neither)."""

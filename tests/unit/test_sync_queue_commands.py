@@ -10,7 +10,7 @@ from pathlib import Path
 import classad2
 import pytest
 
-from lumberjack.state import sync
+from lumberjack.state import handback, sync
 from lumberjack.state.ledger import Ledger
 
 
@@ -90,3 +90,16 @@ def test_hold_release_and_edits_reach_the_site_at_the_next_sync(exported) -> Non
     # Nothing left that can run at the site: home, the held job held (let go by the
     # schedd's export: unexport), nothing removed.
     assert site.jobs == {"7.0": "4", "7.1": "5"} and last["phase"] == "imported", last
+
+
+def test_jobs_shown_running_are_idle_again_when_handed_back_unrun(exported) -> None:
+    ledger, site, schedd = exported
+    schedd.local = [local_job(0, 1), local_job(1, 1)]
+    sync_once(ledger, site, schedd)
+    site.start()
+    sync_once(ledger, site, schedd)
+    assert (["7.0", "7.1"], "JobStatus", "2") in schedd.edits
+    schedd.local = [local_job(0, 2), local_job(1, 2)]  # as the schedd now holds them
+    handback.discard_and_hand_back(ledger, schedd, ledger.get("calib"), site)
+    assert schedd.edits[-1] == (["7.0", "7.1"], "JobStatus", "1")
+    assert schedd.unexported == [[7]]
