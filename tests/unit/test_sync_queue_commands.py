@@ -43,12 +43,17 @@ def sync_once(ledger: Ledger, site, schedd) -> dict:
     return result
 
 
-def test_jobs_removed_at_home_end_the_export_and_leave_the_queue(exported) -> None:
-    ledger, site, schedd = exported
+def running(ledger: Ledger, site, schedd) -> dict:
+    """Two syncs: shipped and launched, then its jobs run at the site (idle at home)."""
     schedd.local = [local_job(0, 1), local_job(1, 1)]
     sync_once(ledger, site, schedd)
     site.start()
-    assert sync_once(ledger, site, schedd)["phase"] == "running"
+    return sync_once(ledger, site, schedd)
+
+
+def test_jobs_removed_at_home_end_the_export_and_leave_the_queue(exported) -> None:
+    ledger, site, schedd = exported
+    assert running(ledger, site, schedd)["phase"] == "running"
     # condor_q at home: where the jobs are, running as they are there
     shown = {(name, text) for _, name, text in schedd.edits}
     assert {("LumberjackSite", '"testbed"'), ("LumberjackExport", '"calib"'),
@@ -69,10 +74,7 @@ def test_jobs_removed_at_home_end_the_export_and_leave_the_queue(exported) -> No
 
 def test_hold_release_and_edits_reach_the_site_at_the_next_sync(exported) -> None:
     ledger, site, schedd = exported
-    schedd.local = [local_job(0, 1), local_job(1, 1)]
-    sync_once(ledger, site, schedd)
-    site.start()
-    sync_once(ledger, site, schedd)
+    running(ledger, site, schedd)
     schedd.local = [local_job(0, 5, HoldReason="wrong input"), local_job(1, 2, RequestMemory=128)]
     sync_once(ledger, site, schedd)
     assert site.jobs == {"7.0": "5", "7.1": "2"}
@@ -94,10 +96,7 @@ def test_hold_release_and_edits_reach_the_site_at_the_next_sync(exported) -> Non
 
 def test_jobs_shown_running_are_idle_again_when_handed_back_unrun(exported) -> None:
     ledger, site, schedd = exported
-    schedd.local = [local_job(0, 1), local_job(1, 1)]
-    sync_once(ledger, site, schedd)
-    site.start()
-    sync_once(ledger, site, schedd)
+    running(ledger, site, schedd)
     assert (["7.0", "7.1"], "JobStatus", "2") in schedd.edits
     schedd.local = [local_job(0, 2), local_job(1, 2)]  # as the schedd now holds them
     handback.discard_and_hand_back(ledger, schedd, ledger.get("calib"), site)
