@@ -63,10 +63,28 @@ MIRRORED = {
 class Forwarded(JsonRecord):
     """What sync forwarded to the site so far (kept in the export's work dir)."""
 
-    #: job -> attribute -> its text as last seen (an edit is a change from it)
-    baseline: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The jobs' attribute texts as last seen (an edit is a change from them), kept
+    #: small: per cluster the texts of its first job seen ("common"), per job only
+    #: those that differ ("own"; "" for one the job does not have). The jobs of a
+    #: cluster share nearly every attribute.
+    common: dict[str, dict[str, str]] = field(default_factory=dict)
+    own: dict[str, dict[str, str]] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)  # home holds the site has
     removed: list[str] = field(default_factory=list)  # home removals the site has
+
+    def baseline(self, job: str) -> dict[str, str] | None:
+        """The job's texts as last seen (None: never seen)."""
+        own = self.own.get(job)
+        if own is None:
+            return None
+        merged = {**self.common.get(job.split(".")[0], {}), **own}
+        return {name: text for name, text in merged.items() if text}
+
+    def remember(self, job: str, texts: dict[str, str]) -> None:
+        common = self.common.setdefault(job.split(".")[0], dict(texts))
+        own = {name: text for name, text in texts.items() if common.get(name) != text}
+        own.update((name, "") for name in common if name not in texts)
+        self.own[job] = own
 
 
 @dataclass
@@ -98,8 +116,10 @@ def plan_round(jobs: dict[str, dict[str, str]], memory: Forwarded, site: str) ->
                 plan.actions.append(JobAction(job, "remove", _one_line(reason)))
                 memory.removed.append(job)
             continue
-        edits, refused = _edits(texts, memory.baseline.setdefault(job, dict(texts)))
-        memory.baseline[job] = {k: v for k, v in texts.items() if not _ignored(k)}
+        kept = {name: text for name, text in texts.items() if not _ignored(name)}
+        before = memory.baseline(job)
+        edits, refused = _edits(kept, kept if before is None else before)
+        memory.remember(job, kept)
         if edits:
             plan.actions.append(JobAction(job, "edit", edits=edits))
         if refused and status is not JobStatus.HELD:
@@ -122,7 +142,7 @@ def _edits(texts: dict[str, str], before: dict[str, str]) -> tuple[dict[str, str
     edits: dict[str, str] = {}
     refused: list[str] = []
     for name, text in sorted(texts.items()):
-        if _ignored(name) or before.get(name) == text:
+        if before.get(name) == text:
             continue
         if name.lower() in _REFUSED_LOWER or any(c in text for c in "\n\r\x00"):
             refused.append(name)
@@ -176,17 +196,37 @@ def shown_at_home(
     return wanted
 
 
+#: LumberjackLastSeen is written again once it is this old (or anything else changed):
+#: not every job's ad at every sync.
+SEEN_EVERY_S = 300
+
+
 def changed(
     wanted: dict[str, dict[str, str]], jobs: dict[str, dict[str, str]]
 ) -> dict[tuple[str, str], list[str]]:
     """(attribute, text) -> the jobs whose attribute must be set to it: only what
-    differs from the job's ad now (LastSeen: always, one edit for all)."""
+    differs from the job's ad now (LumberjackLastSeen: with any other change, or once
+    SEEN_EVERY_S old)."""
     edits: dict[tuple[str, str], list[str]] = {}
     for job, attrs in sorted(wanted.items()):
+        now = jobs[job]
         for name, text in attrs.items():
-            if name != LAST_SEEN and jobs[job].get(name) == text:
+            if name == LAST_SEEN or now.get(name) == text:
                 continue
-            if name != LAST_SEEN and text == "undefined" and name not in jobs[job]:
+            if text == "undefined" and name not in now:
                 continue
             edits.setdefault((name, text), []).append(job)
+        seen = attrs.get(LAST_SEEN)
+        if seen is not None and (
+            any(job in ids for ids in edits.values()) or _age(now.get(LAST_SEEN), seen)
+        ):
+            edits.setdefault((LAST_SEEN, seen), []).append(job)
     return edits
+
+
+def _age(before: str | None, now: str) -> bool:
+    """Whether a LumberjackLastSeen of `before` is due again at `now`."""
+    try:
+        return int(now) - int(before or 0) >= SEEN_EVERY_S
+    except ValueError:
+        return True

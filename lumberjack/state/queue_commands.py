@@ -53,9 +53,15 @@ def local_jobs(
 
 def _load(ledger: Ledger, name: str) -> home_queue.Forwarded:
     path = ledger.work_dir(name) / MEMORY
-    if not path.exists():
+    try:
+        return home_queue.Forwarded.from_json(json.loads(path.read_text()), str(path))
+    except FileNotFoundError:
         return home_queue.Forwarded()
-    return home_queue.Forwarded.from_json(json.loads(path.read_text()), str(path))
+    except (OSError, ValueError, LumberjackError):
+        # Unreadable (a crash mid-write of an older release): the jobs as they are now
+        # become the baseline; commands sent before are sent again, which the agent
+        # takes only where the job's status there still calls for them.
+        return home_queue.Forwarded()
 
 
 def _save(ledger: Ledger, name: str, memory: home_queue.Forwarded) -> None:

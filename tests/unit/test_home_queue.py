@@ -74,4 +74,21 @@ def test_condor_q_shows_where_each_job_is_and_mirrors_idle_and_running() -> None
     assert edits[(hq.LAST_SEEN, "1000")] == ["7.0", "7.1", "7.2", "7.3"]
     assert ("JobStatus", "1") not in edits  # already idle: nothing written
     shown = {j: {**jobs[j], **wanted[j]} for j in jobs}
-    assert list(hq.changed(wanted, shown)) == [(hq.LAST_SEEN, "1000")]
+    assert hq.changed(wanted, shown) == {}  # nothing new, and seen a moment ago
+    later = hq.shown_at_home(jobs, remote, "s", "calib", 1000 + hq.SEEN_EVERY_S)
+    assert list(hq.changed(later, shown)) == [(hq.LAST_SEEN, str(1000 + hq.SEEN_EVERY_S))]
+
+
+def test_the_baseline_keeps_what_a_cluster_shares_once() -> None:
+    memory = hq.Forwarded()
+    jobs = {f"7.{p}": job(ProcId=str(p), Args=f'"{p}"') for p in range(100)}
+    hq.plan_round(jobs, memory, "s")
+    assert memory.own["7.5"] == {"ProcId": "5", "Args": '"5"'}
+    assert len(memory.common) == 1 and "Out" in memory.common["7"]
+    del jobs["7.5"]["Out"]  # an attribute the job lost is no edit the site can take
+    jobs["7.6"]["Args"] = '"six"'
+    plan = hq.plan_round(jobs, memory, "s")
+    assert plan.actions == [JobAction("7.6", "edit", edits={"Args": '"six"'})]
+    kept = {k: v for k, v in jobs["7.5"].items() if k not in hq.SCHEDD_KEEPS}
+    assert memory.baseline("7.5") == kept
+    assert memory.baseline("8.0") is None
