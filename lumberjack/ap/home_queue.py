@@ -46,6 +46,9 @@ REFUSED = frozenset({
     "JobLeaseDuration", "GlobalJobId", "NumJobStarts", "NumJobCompletions",
 })  # fmt: skip
 _REFUSED_LOWER = {name.lower() for name in REFUSED}
+#: Whole families refused the same way: what the container launcher, file transfer and
+#: the starter's channels read (an edit there could reach past what export checked).
+REFUSED_PREFIXES = ("container", "singularity", "docker", "want", "transfer", "submit_")
 
 #: A job's status at the site -> its status in the local queue while it is away: idle
 #: or running, as HTCondor-C shows a forwarded job (a job done there shows running
@@ -144,7 +147,8 @@ def _edits(texts: dict[str, str], before: dict[str, str]) -> tuple[dict[str, str
     for name, text in sorted(texts.items()):
         if before.get(name) == text:
             continue
-        if name.lower() in _REFUSED_LOWER or any(c in text for c in "\n\r\x00"):
+        lower = name.lower()
+        if lower in _REFUSED_LOWER or lower.startswith(REFUSED_PREFIXES) or "\n" in text:
             refused.append(name)
         else:
             edits[name] = text

@@ -47,12 +47,15 @@ def test_an_edit_reaches_the_site_and_what_the_schedd_writes_does_not() -> None:
 def test_an_edit_the_site_must_not_take_holds_the_job_at_home_once() -> None:
     memory = hq.Forwarded()
     hq.plan_round({"7.3": job()}, memory, "s")
-    plan = hq.plan_round({"7.3": job(Out='"elsewhere"', iwd='"/tmp"')}, memory, "s")
+    edited = job(Out='"elsewhere"', iwd='"/tmp"', WantIOProxy="true", PreCmd='"x"')
+    plan = hq.plan_round({"7.3": edited}, memory, "s")
     reason = plan.hold_at_home["7.3"]
-    assert reason.startswith("condor_qedit of Out, iwd cannot reach the job's copy at site s")
+    assert reason.startswith(
+        "condor_qedit of Out, PreCmd, WantIOProxy, iwd cannot reach the job's copy at site s"
+    )
     assert plan.actions == [JobAction("7.3", "hold", reason)]  # the site's copy waits too
     # Released at home as it is: the copy runs on with its own value; no second hold.
-    again = hq.plan_round({"7.3": job(1, Out='"elsewhere"', iwd='"/tmp"')}, memory, "s")
+    again = hq.plan_round({"7.3": {**edited, "JobStatus": "1"}}, memory, "s")
     assert again.actions == [JobAction("7.3", "release")] and again.hold_at_home == {}
 
 
