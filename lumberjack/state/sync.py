@@ -203,8 +203,9 @@ def _prefetch_status(
 
 
 class _LocalScheddOnFirstUse:
-    """The local schedd, reached only when a step needs it: any site export may get as
-    far as import in one sync, but most syncs only look at the site."""
+    """The local schedd, reached only when a step needs it: a status round (the queue's
+    commands, condor_q's attributes) or an import; a sync of exports that wait for a
+    person, or are home, never does."""
 
     def __init__(self) -> None:
         self._schedd: Any = None
