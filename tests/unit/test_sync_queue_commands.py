@@ -85,13 +85,18 @@ def test_hold_release_and_edits_reach_the_site_at_the_next_sync(exported) -> Non
     # An edit the site must not take: held at home with the reason, and there too.
     site.finish("7.0")
     schedd.local = [local_job(0, 2), local_job(1, 2, RequestMemory=128, Iwd="/elsewhere")]
-    last = sync_once(ledger, site, schedd)
+    entry = sync_once(ledger, site, schedd)
     ((held, reason),) = schedd.held
     assert held == ["7.1"] and reason.startswith("condor_qedit of Iwd cannot reach")
     assert site.edits == {"7.1": {"RequestMemory": "128"}}
-    # Nothing left that can run at the site: home, the held job held (let go by the
-    # schedd's export: unexport), nothing removed.
-    assert site.jobs == {"7.0": "4", "7.1": "5"} and last["phase"] == "imported", last
+    # Held by a person: a condor_release from home may still come, so the export waits
+    # for it (as for a policy's release: within the pilots' walltime) ...
+    assert site.jobs == {"7.0": "4", "7.1": "5"} and entry["phase"] == "running", entry
+    # ... until it is released, or removed, at home: then it comes home.
+    schedd.local = [local_job(0, 2), local_job(1, 3, Iwd="/elsewhere")]
+    last = sync_once(ledger, site, schedd)
+    assert site.jobs == {"7.0": "4", "7.1": "3"} and last["phase"] == "imported", last
+    assert schedd.removed_x == [["7.1"]]
 
 
 def test_jobs_shown_running_are_idle_again_when_handed_back_unrun(exported) -> None:
