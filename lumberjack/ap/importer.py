@@ -237,11 +237,13 @@ def plan_import(
     owner: Owner | None = None,
     reader: Owner | None = None,
     site: str | None = None,
+    removed_at_home: frozenset[str] = frozenset(),
 ) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
     """Check everything that came back; raise BadInput before any change. The bundle is
     read as ``owner``, the returned spool as ``reader`` (None: as this process). The
     manifest given back (``read``'s too) has let go of its path map's JSON: the checked
-    records replace it."""
+    records replace it. ``removed_at_home``: jobs condor_rm removed at home, whose end
+    event the local schedd writes (their site's terminated or aborted event is left out)."""
     limits = limits or Limits.from_env(BadInput)
     # Parsing, merging and planning build a few objects per attribute and free none until
     # the end, none in a cycle: the cyclic collector would walk them all, again and again.
@@ -250,7 +252,9 @@ def plan_import(
             bundle_dir, spool, manifest_sha256, read, owner, reader, site
         )
         with acting_as(reader):
-            plans = _plan_jobs(spool, manifest, path_map, merge, limits, returned_at)
+            plans = _plan_jobs(
+                spool, manifest, path_map, merge, limits, returned_at, removed_at_home
+            )
     return manifest, merge, plans
 
 
@@ -292,6 +296,7 @@ def _plan_jobs(
     merge: QueueMerge,
     limits: Limits,
     returned_at: float,
+    removed_at_home: frozenset[str] = frozenset(),
 ) -> list[JobPlan]:
     """Each merged job's returned files checked and its outputs planned."""
     plans = []
@@ -320,7 +325,9 @@ def _plan_jobs(
         plan.checkpoint = checkpoint_home.plan(paths, plan.status, present, merge.ads)
         if any(p.kind == "userlog" for p in placements):
             data = _read_returned(job_dir / REMOTE_USERLOG_NAME)
-            plan.events = userlog.filter_events(data, paths.cluster, paths.proc, plan.status)
+            # A job removed at home ends there: no end event of the site's (None).
+            status = None if job_id in removed_at_home else plan.status
+            plan.events = userlog.filter_events(data, paths.cluster, paths.proc, status)
         plans.append(plan)
     return plans
 
@@ -414,21 +421,21 @@ def run_import(
     read: bundle_mod.ReadManifest | None = None,
     site: str | None = None,
     local_spool: str | None = None,
+    removed_at_home: frozenset[str] = frozenset(),  # see plan_import
 ) -> ImportReport:
     """Import a returned spool (from ``site``: named in the HoldReason of jobs held there).
 
     Everything on the user's side (outputs, user logs, the schedd's merge) is done as
     the jobs' owner, the manifest's, which must be ``owner`` when given (the ledger's).
-    The bundle is read as ``bundle_reader`` and the returned spool as ``spool_reader``
-    (None: as this process; the owner's bundle, or a spool a user handed in, is read as
-    that user). ``work_dir``: this account's private import state (journals, the
-    schedd's copy of the queue). ``read``: the bundle's manifest as the caller read it,
-    checked against ``manifest_sha256`` and used as is. ``local_spool``: where the
-    checkpoints of unfinished jobs go (None: the schedd's SPOOL).
+    The bundle is read as ``bundle_reader``, the returned spool as ``spool_reader`` (None:
+    as this process; an owner's bundle or handed-in spool as that user). ``work_dir``:
+    this account's private import state (journals, the schedd's copy of the queue).
+    ``read``: the manifest as the caller read it, checked against ``manifest_sha256``.
+    ``local_spool``: where unfinished jobs' checkpoints go (None: the schedd's SPOOL).
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
-        owner=bundle_reader, reader=spool_reader, site=site,
+        owner=bundle_reader, reader=spool_reader, site=site, removed_at_home=removed_at_home,
     )  # fmt: skip
     if owner and manifest.owner != owner:
         raise BadInput(

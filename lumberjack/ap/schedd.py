@@ -178,6 +178,26 @@ class LocalSchedd:
                 f"the schedd refused to hold {job_ids}: {_one_line(exc)}"
             ) from exc
 
+    def edit(self, job_ids: list[str], name: str, text: str) -> None:
+        """Set attribute `name` of jobs ("C.P") to the expression `text`."""
+        try:
+            self._schedd.edit(job_ids, name, text)
+        except Exception as exc:
+            raise LumberjackError(
+                f"the schedd refused to set {name} of {len(job_ids)} job(s): {_one_line(exc)}"
+            ) from exc
+
+    def remove_x(self, job_ids: list[str]) -> None:
+        """condor_rm -forcex: jobs already removed (X) leave the queue for the history,
+        with the aborted event the schedd writes in their user log."""
+        htcondor = _htcondor()
+        try:
+            self._schedd.act(htcondor.JobAction.RemoveX, job_ids)
+        except Exception as exc:
+            raise LumberjackError(
+                f"the schedd refused to remove {job_ids}: {_one_line(exc)}"
+            ) from exc
+
     def unexport(self, clusters: list[int]) -> int:
         """The schedd's unexport of `clusters`, asked again while the schedd is busy (a
         big export it still works on answers nothing else; schedd_wait.schedd_busy)."""

@@ -159,6 +159,12 @@ class ExportLayout:
         return self._path("agent.pyz")
 
     @property
+    def queue_actions(self) -> str:
+        """The local queue's commands for the site copies (QueueActions): written whole
+        by the access point before each `act`, only read by the agent."""
+        return self._path("queue-actions.json")
+
+    @property
     def joined(self) -> str:
         """A lease's in the allocation: one join request per export (the export's
         directory), `<name>~release` when it leaves and `<name>~released` once its
@@ -425,6 +431,60 @@ class LaunchPlan:
         return data
 
 
+# ---- the local queue's commands ---------------------------------------------------------
+
+#: What the local queue's commands become at the site: condor_rm, condor_hold,
+#: condor_release, condor_qedit of the job's copy there.
+QUEUE_ACTIONS = ("remove", "hold", "release", "edit")
+_JOB_ID = re.compile(r"^[0-9]{1,10}\.[0-9]{1,10}$")
+_ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+@dataclass(frozen=True)
+class JobAction:
+    """One local queue command for one job's copy at the site. `reason`: the home
+    reason (condor_rm/condor_hold -reason); `edits`: attribute -> ClassAd expression
+    text, as condor_qedit takes them (action "edit" only)."""
+
+    job: str  # "C.P"
+    action: str  # one of QUEUE_ACTIONS
+    reason: str = ""
+    edits: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "edits", dict(self.edits))
+
+    def check(self) -> None:
+        if not _JOB_ID.match(self.job):
+            raise ValueError(f"job {self.job!r} is not a job id C.P")
+        if self.action not in QUEUE_ACTIONS:
+            raise ValueError(f"action {self.action!r} is not one of {', '.join(QUEUE_ACTIONS)}")
+        if bool(self.edits) != (self.action == "edit"):
+            raise ValueError("edits go with action edit, and only there")
+        for text in (self.reason, *self.edits.values()):
+            if any(c in text for c in "\n\r\x00") or len(text) > 4096:
+                raise ValueError("a reason or value must be one line of at most 4096 characters")
+        for name in self.edits:
+            if not _ATTR_NAME.match(name):
+                raise ValueError(f"{name!r} is not a ClassAd attribute name")
+
+
+@dataclass(frozen=True)
+class QueueActions:
+    """queue-actions.json: what the site's schedd must do to the export's jobs."""
+
+    VERSION: ClassVar[int] = 1
+
+    actions: tuple[JobAction, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actions", tuple(self.actions))
+
+    @classmethod
+    def upgrade(cls, data: Any) -> Any:
+        return data  # no unversioned file was ever written
+
+
 # ---- the agent's reports ----------------------------------------------------------------
 
 
@@ -472,7 +532,7 @@ class SubmittedPilots:
 T = TypeVar("T")
 
 #: The versioned types (a file of its own) and the types nested in them.
-_NESTED = {cls.__name__: cls for cls in (PilotRequest, ReleasePlan, GpuPlan)}
+_NESTED = {cls.__name__: cls for cls in (PilotRequest, ReleasePlan, GpuPlan, JobAction)}
 _SCALARS: dict[str, type] = {"str": str, "int": int, "bool": bool}
 
 
@@ -557,11 +617,14 @@ __all__ = [
     "ContractError",
     "ExportLayout",
     "GpuPlan",
+    "JobAction",
     "LaunchPlan",
     "PilotRequest",
     "PilotSpec",
     "PilotState",
     "PoolState",
+    "QUEUE_ACTIONS",
+    "QueueActions",
     "ReleasePlan",
     "SiteLogs",
     "SubmittedPilots",

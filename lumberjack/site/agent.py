@@ -12,6 +12,9 @@ prints one JSON object on stdout; errors are {"error": "..."} with a non-zero ex
                                            {"status": {DIR: answer or {"error": ...}}}
     python3 agent.pyz stop   EXPORT_DIR    condor_off -schedd, cancel pilots, stop the pool
     python3 agent.pyz remove EXPORT_DIR    delete the export directory (pool must be down)
+    python3 agent.pyz act    EXPORT_DIR    the local queue's commands (queue-actions.json)
+                                           on the jobs' copies: condor_rm, condor_hold,
+                                           condor_release, condor_qedit
 
     python3 agent.pyz lease-start  LEASE_DIR   start a lease's collector + negotiator, pilots
     python3 agent.pyz lease-extend LEASE_DIR   one more round of the lease's pilots
@@ -51,6 +54,7 @@ COMMANDS: dict[str, Callable[[Pool], dict[str, Any]]] = {
     "status": lambda pool: pool.status(),
     "stop": lambda pool: pool.stop(),
     "remove": lambda pool: pool.remove(),
+    "act": lambda pool: pool.act(),
 }
 LEASE_COMMANDS: dict[str, Callable[[LeasePool], dict[str, Any]]] = {
     "lease-start": lambda pool: pool.start(),

@@ -21,6 +21,9 @@ from lumberjack.core.jobstatus import JobStatus, can_run_again, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
 from lumberjack.site.files import AgentError
 
+#: HoldReasonCode of condor_hold (HTCondor's UserRequest): at the site only the local
+#: queue's commands hold a job so (site/queue_commands.py).
+USER_HOLD = "1"
 PLACED_MARK = "queue-placed"  # in pool/: the queue went in; never again
 #: JobLeaseDuration of every job at the site, in seconds (HTCondor's default is 2400).
 #: When a pilot dies (scancel, node failure, walltime kill) its starters die with it and
@@ -161,6 +164,10 @@ def held_report(ads: dict[str, jql.Ad], window_s: int, now: float) -> dict[str, 
         release = ad.get("PeriodicRelease")
         if release is None and cluster is not None:
             release = cluster.get("PeriodicRelease")
+        if (ad.get("HoldReasonCode") or "").strip() == USER_HOLD:
+            # Held by a person at home (a forwarded condor_hold, or a refused edit): a
+            # condor_release from home may still come, as a policy's release may.
+            release = "true"
         held_since = _number(ad.get("EnteredCurrentStatus"))
         if can_run_again(status, periodic_release=release, held_since=held_since,
                          window_s=window_s, now=now):  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError
+from lumberjack.state import queue_commands
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
 from lumberjack.state.steps import Site, check_phase, layout_of, run_step
@@ -40,6 +41,7 @@ def discard_and_hand_back(
         result: dict[str, Any] = {}
         if record.phase in POOL_MAY_RUN and record.site:
             result.update(_stop_pool(site, record, force))
+        queue_commands.idle_again(schedd, record)  # sync showed them running
         result["jobs"] = schedd.unexport(record.clusters)
         return result
 

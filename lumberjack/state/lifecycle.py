@@ -28,7 +28,7 @@ from lumberjack.core.contract import QUEUE_LOG, ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.profiles.sites import check_not_retired
-from lumberjack.state import phases
+from lumberjack.state import phases, queue_commands
 from lumberjack.state.isolation_guard import check_isolation
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
@@ -252,11 +252,16 @@ def import_results(
         ).to_json()
 
     def act() -> dict[str, Any]:
+        # Jobs removed or held at home: the schedd's import merges neither; they come
+        # home as the person left them (queue_commands.finish_at_home).
+        removed, held = queue_commands.home_states(schedd, record)
         answer = importer.run_import(
-            schedd, record.bundle_dir, returned, read=manifest(), **how
-        ).to_json()
+            schedd, record.bundle_dir, returned, read=manifest(),
+            removed_at_home=frozenset(removed), **how,
+        ).to_json()  # fmt: skip
         crash_point("import.after-merge")
-        return answer
+        queue_commands.finish_at_home(schedd, removed, held)
+        return {**answer, "removed_at_home": removed, "held_at_home": held}
 
     report = run_step(ledger, record.name, "import", act)
     ledger.update_info(

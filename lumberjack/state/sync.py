@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from lumberjack.core.contract import ALIVE
 from lumberjack.errors import LumberjackError
-from lumberjack.state import leases, phases
+from lumberjack.state import leases, phases, queue_commands
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.lifecycle import (
     fetch,
@@ -35,7 +35,9 @@ def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
         record = ledger.get(name)
         step = phases.sync_step(record.phase)
         if step == "status":
+            _queue_commands(ledger, site, schedd, record, done)
             answer = refresh_status(ledger, site, record)
+            _show_at_home(ledger, schedd, record, answer, done)
             if over_at_site(answer):  # held jobs too: fetch cancels the pilots
                 continue
             if not _pilots_alive(answer) and answer["jobs"].get("idle"):
@@ -53,6 +55,33 @@ def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
         else:  # waits for a person, is done, or is not a site's (rollback: see sync)
             return done
         done.append(record.phase.value)
+
+
+def _queue_commands(
+    ledger: Ledger, site: Site, schedd: Any, record: ExportRecord, done: list[str]
+) -> None:
+    """The local queue's commands to the site before its status is asked: a removal
+    there is then seen in the same round. A failure is noted, never in the way of the
+    status (the next sync sends the commands again)."""
+    try:
+        answer = queue_commands.forward(ledger, site, schedd, record)
+    except LumberjackError as exc:
+        done.append(f"queue commands: {exc}")
+        return
+    if answer:
+        done.append("queue commands: " + ", ".join(
+            f"{a['action']} {a['job']} ({a['result']})" for a in answer.get("actions", [])
+        ))  # fmt: skip
+
+
+def _show_at_home(
+    ledger: Ledger, schedd: Any, record: ExportRecord, answer: dict[str, Any], done: list[str]
+) -> None:
+    """condor_q's view of the jobs at home, from the status answer (docs/condor-q.md)."""
+    try:
+        queue_commands.show(schedd, ledger.get(record.name), answer)
+    except LumberjackError as exc:
+        done.append(f"condor_q attributes: {exc}")
 
 
 def relaunch(ledger: Ledger, site: Site, record: ExportRecord) -> None:
@@ -174,8 +203,9 @@ def _prefetch_status(
 
 
 class _LocalScheddOnFirstUse:
-    """The local schedd, reached only when a step needs it: any site export may get as
-    far as import in one sync, but most syncs only look at the site."""
+    """The local schedd, reached only when a step needs it: a status round (the queue's
+    commands, condor_q's attributes) or an import; a sync of exports that wait for a
+    person, or are home, never does."""
 
     def __init__(self) -> None:
         self._schedd: Any = None

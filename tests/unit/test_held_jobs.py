@@ -121,6 +121,19 @@ def test_a_cluster_ads_release_expression_counts_for_its_procs(layout: ExportLay
     assert job_queue.held_report({}, HOUR, NOW)["final"] is False  # no job: nothing over
 
 
+def test_a_job_held_from_home_is_waited_for_as_a_releasable_one(layout: ExportLayout) -> None:
+    # condor_hold forwarded from the access point (HoldReasonCode 1): a condor_release
+    # from there may still come; a hold of the site's own (code 3) ends the job there.
+    ads = site_bundle.queue_ads(layout.spool, statuses=("5", "5"))
+    for key, code in ((f"{site_bundle.CLUSTER}.0", "1"), (f"{site_bundle.CLUSTER}.1", "3")):
+        ads[key].set("HoldReasonCode", code)
+        ads[key].set("EnteredCurrentStatus", str(int(NOW)))
+    assert job_queue.held_report(ads, HOUR, NOW) == {
+        "final": False, "held_final": 1, "releasable": 1, "wait_until": int(NOW) + HOUR,
+    }  # fmt: skip
+    assert job_queue.held_report(ads, HOUR, NOW + HOUR)["final"] is True
+
+
 def test_status_text_says_what_the_held_jobs_mean() -> None:
     from lumberjack.cli.site_cmd import _held_line
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lumberjack.core.contract import ALIVE, PilotState
-from lumberjack.site import gather_logs, remote_pool
+from lumberjack.site import gather_logs, queue_commands, remote_pool
 from lumberjack.site.batch import BatchError
 from lumberjack.site.files import AgentError
 from lumberjack.site.job_container import write_wrapper
@@ -115,7 +115,15 @@ class AllocationPool(Pool):
             "interrupted": interrupted,
             "placed": placed(self.layout),
             "pilots": pilots,
+            "remote_jobs": queue_commands.remote_jobs(ads),
         }
+
+    def act(self) -> dict[str, Any]:
+        """The schedd runs on a compute node, out of the login node's reach."""
+        raise AgentError(
+            "the local queue's commands reach a schedd on the login node only "
+            "(this export's runs in the allocation); they take effect at import"
+        )
 
     def stop(self) -> dict[str, Any]:
         """Cancel the pilots and wait until the batch system reports them gone: then no

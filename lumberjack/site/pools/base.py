@@ -30,7 +30,7 @@ from lumberjack.core.contract import (
 )
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED
-from lumberjack.site import gather_logs, gpus, pilot_token, remote_pool
+from lumberjack.site import gather_logs, gpus, pilot_token, queue_commands, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, BatchSystem, get_batch_system
 from lumberjack.site.files import AgentError, make_private, read_contract, write_contract
@@ -306,7 +306,15 @@ class Pool:
             "placed": placed(layout),
             "pilots": pilots,
             "idle_shapes": idle_shapes(ads) if counts.get("idle") else [],
+            "remote_jobs": queue_commands.remote_jobs(ads),
         }
+
+    def act(self) -> dict[str, Any]:
+        """The local queue's commands (queue-actions.json) on the jobs' copies here."""
+        running = bool(pool_processes(self.layout, "condor_schedd")) and self.instance_running()
+        return queue_commands.act(
+            self.layout.queue_actions, queue_ads(self.layout), self.in_pool, running
+        )
 
     def release_window_s(self) -> int:
         """How long a held job the site may release is waited for: the pilots' walltime."""

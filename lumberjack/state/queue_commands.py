@@ -1,0 +1,163 @@
+"""The local queue's commands reach the site at each `sync`, as HTCondor-C forwards
+them, and condor_q at home shows where each exported job is (docs/condor-q.md).
+
+- `forward`: condor_rm / condor_hold / condor_release / condor_qedit of an exported
+  job at home become JobActions the site agent takes on the job's copy (`act`); an
+  edit the site must not take holds the job at home with the reason.
+- `show`: after each status answer, the attributes condor_q shows (LumberjackSite,
+  LumberjackRemoteStatus, ... and JobStatus idle/running) set on the local jobs.
+- `home_states` / `finish_at_home`: at import, jobs removed at home leave the queue
+  removed (with the schedd's own aborted event) and jobs held at home stay held.
+
+What was forwarded is kept in the export's work dir (home_queue.Forwarded), written
+only once the site took it: a lost answer sends the same actions again, and the agent
+takes each only where the job's status there still calls for it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from lumberjack.ap import home_queue
+from lumberjack.ap.schedd import old_syntax_texts
+from lumberjack.core.contract import QueueActions, to_json
+from lumberjack.core.jobstatus import JobStatus, status_of
+from lumberjack.errors import LumberjackError
+from lumberjack.state.ledger import ExportRecord, Ledger
+from lumberjack.state.steps import Site, layout_of, run_step
+
+MEMORY = "queue-commands.json"
+EXTERNAL = '"External"'
+
+
+def local_jobs(
+    schedd: Any, record: ExportRecord, projection: list[str] | None = None
+) -> dict[str, dict[str, str]]:
+    """The export's jobs still in the local queue, each as its attributes' texts
+    (`projection`: those only; None: all)."""
+    if not record.clusters:
+        return {}
+    clusters = " || ".join(f"ClusterId == {int(c)}" for c in record.clusters)
+    names = projection and ["ClusterId", "ProcId", "Managed", *projection]
+    ads = schedd.query_ads(f"({clusters})", names or [])
+    wanted = set(record.jobs)
+    found = {}
+    for ad in ads:
+        job = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
+        if job in wanted:
+            found[job] = old_syntax_texts(ad)
+    return found
+
+
+def _load(ledger: Ledger, name: str) -> home_queue.Forwarded:
+    path = ledger.work_dir(name) / MEMORY
+    try:
+        return home_queue.Forwarded.from_json(json.loads(path.read_text()), str(path))
+    except FileNotFoundError:
+        return home_queue.Forwarded()
+    except (OSError, ValueError, LumberjackError):
+        # Unreadable (a crash mid-write of an older release): the jobs as they are now
+        # become the baseline; commands sent before are sent again, which the agent
+        # takes only where the job's status there still calls for them.
+        return home_queue.Forwarded()
+
+
+def _save(ledger: Ledger, name: str, memory: home_queue.Forwarded) -> None:
+    path = ledger.work_dir(name) / MEMORY
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(memory.to_json()))
+    temporary.replace(path)
+
+
+def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> dict[str, Any]:
+    """This round's commands of the local queue, taken at the site (see the module)."""
+    jobs = {
+        job: texts
+        for job, texts in local_jobs(schedd, record).items()
+        if texts.get("Managed") == EXTERNAL  # a job at home again is no longer forwarded
+    }
+    memory = _load(ledger, record.name)
+    plan = home_queue.plan_round(jobs, memory, record.site or "")
+    for job, reason in plan.hold_at_home.items():
+        schedd.hold([job], reason)
+    if not plan.actions:
+        _save(ledger, record.name, memory)  # the baseline of edits, from the first round
+        return {}
+    layout = layout_of(record)
+
+    def act() -> dict[str, Any]:
+        text = to_json(QueueActions(tuple(plan.actions)))
+        site.conn.put_bytes(text.encode(), layout.queue_actions, 0o600)
+        return site.agent(layout, "act")
+
+    answer = run_step(ledger, record.name, "queue", act)
+    _save(ledger, record.name, memory)
+    return answer
+
+
+SHOWN = ["JobStatus", *home_queue.SHOWN_ATTRS]
+
+
+def show(schedd: Any, record: ExportRecord, answer: dict[str, Any]) -> int:
+    """Set what condor_q shows on the export's local jobs from a status answer; how
+    many attribute edits that took (0 from an agent that reports no remote jobs)."""
+    remote = answer.get("remote_jobs")
+    if not isinstance(remote, dict):
+        return 0
+    jobs = {
+        job: texts
+        for job, texts in local_jobs(schedd, record, SHOWN).items()
+        if texts.get("Managed") == EXTERNAL
+    }
+    wanted = home_queue.shown_at_home(jobs, remote, record.site or "", record.name,
+                                      int(time.time()))  # fmt: skip
+    edits = home_queue.changed(wanted, jobs)
+    for (name, text), job_ids in edits.items():
+        schedd.edit(job_ids, name, text)
+    return len(edits)
+
+
+def idle_again(schedd: Any, record: ExportRecord) -> list[str]:
+    """Before the jobs are handed back unrun (unexport --discard): those `show` made
+    running at home idle again, or the local schedd would keep a running job with no
+    shadow."""
+    running = [
+        job
+        for job, texts in local_jobs(schedd, record, ["JobStatus"]).items()
+        if texts.get("Managed") == EXTERNAL
+        and status_of(texts.get("JobStatus")) is JobStatus.RUNNING
+    ]
+    if running:
+        schedd.edit(running, "JobStatus", str(int(JobStatus.IDLE)))
+    return running
+
+
+def home_states(schedd: Any, record: ExportRecord) -> tuple[list[str], list[str]]:
+    """(removed, held) at home: jobs removed there and still in the queue, and jobs held
+    there that are still the export's (import merges neither)."""
+    removed, held = [], []
+    for job, texts in local_jobs(schedd, record, ["JobStatus"]).items():
+        status = status_of(texts.get("JobStatus"))
+        if status is JobStatus.REMOVED:
+            removed.append(job)
+        elif status is JobStatus.HELD and texts.get("Managed") == EXTERNAL:
+            held.append(job)
+    return sorted(removed), sorted(held)
+
+
+def finish_at_home(schedd: Any, removed: list[str], held: list[str]) -> None:
+    """After the merge: the schedd lets go of the jobs held or removed at home (unexport
+    of their clusters; every other job of them was merged), and the removed ones leave
+    the queue as condor_rm leaves them, with the aborted event in the user log."""
+    clusters = sorted({int(job.split(".")[0]) for job in (*removed, *held)})
+    if not clusters:
+        return
+    try:
+        schedd.unexport(clusters)
+    except LumberjackError as exc:
+        if "No clusters to unexport" not in str(exc):
+            raise
+    if removed:
+        schedd.remove_x(removed)

@@ -1,0 +1,97 @@
+"""What sync forwards from the local queue to the site (ap/home_queue.py), and what it
+shows at home: decisions on the jobs' attribute texts, no schedd."""
+
+from __future__ import annotations
+
+from lumberjack.ap import home_queue as hq
+from lumberjack.core.contract import JobAction
+
+
+def job(status: int = 1, **attrs: str) -> dict[str, str]:
+    return {"JobStatus": str(status), "Managed": '"External"', "RequestMemory": "64",
+            "Out": '"out.0"', **attrs}  # fmt: skip
+
+
+def test_a_job_removed_at_home_is_removed_at_the_site_once() -> None:
+    memory = hq.Forwarded()
+    jobs = {"7.0": job(3, RemoveReason='"not needed"')}
+    plan = hq.plan_round(jobs, memory, "perlmutter")
+    assert plan.actions == [JobAction("7.0", "remove", "not needed")]
+    assert hq.plan_round(jobs, memory, "perlmutter").actions == []
+
+
+def test_hold_then_release_reach_the_site_in_order() -> None:
+    memory = hq.Forwarded()
+    hq.plan_round({"7.1": job()}, memory, "s")  # the first sight: the baseline
+    held = hq.plan_round({"7.1": job(5, HoldReason='"fixing input"')}, memory, "s")
+    assert held.actions == [JobAction("7.1", "hold", "fixing input")]
+    assert hq.plan_round({"7.1": job(5, HoldReason='"fixing input"')}, memory, "s").actions == []
+    released = hq.plan_round({"7.1": job(1)}, memory, "s")
+    assert released.actions == [JobAction("7.1", "release")]
+    # A hold with no reason (the bindings leave it empty) still names where it came from.
+    assert hq.plan_round({"7.1": job(5)}, memory, "s").actions[0].reason == (
+        "held at the access point"
+    )
+
+
+def test_an_edit_reaches_the_site_and_what_the_schedd_writes_does_not() -> None:
+    memory = hq.Forwarded()
+    hq.plan_round({"7.2": job()}, memory, "s")
+    edited = job(2, RequestMemory="128", EnteredCurrentStatus="99", LumberjackSite='"s"')
+    plan = hq.plan_round({"7.2": edited}, memory, "s")
+    assert plan.actions == [JobAction("7.2", "edit", edits={"RequestMemory": "128"})]
+    assert plan.hold_at_home == {}
+    assert hq.plan_round({"7.2": edited}, memory, "s").actions == []
+
+
+def test_an_edit_the_site_must_not_take_holds_the_job_at_home_once() -> None:
+    memory = hq.Forwarded()
+    hq.plan_round({"7.3": job()}, memory, "s")
+    edited = job(Out='"elsewhere"', iwd='"/tmp"', WantIOProxy="true", PreCmd='"x"')
+    plan = hq.plan_round({"7.3": edited}, memory, "s")
+    reason = plan.hold_at_home["7.3"]
+    assert reason.startswith(
+        "condor_qedit of Out, PreCmd, WantIOProxy, iwd cannot reach the job's copy at site s"
+    )
+    assert plan.actions == [JobAction("7.3", "hold", reason)]  # the site's copy waits too
+    # Released at home as it is: the copy runs on with its own value; no second hold.
+    again = hq.plan_round({"7.3": {**edited, "JobStatus": "1"}}, memory, "s")
+    assert again.actions == [JobAction("7.3", "release")] and again.hold_at_home == {}
+
+
+def test_condor_q_shows_where_each_job_is_and_mirrors_idle_and_running() -> None:
+    jobs = {"7.0": job(1), "7.1": job(1), "7.2": job(5), "7.3": job(1)}
+    remote = {
+        "7.1": {"JobStatus": 2, "RemoteHost": '"slot1@c1"'},
+        "7.2": {"JobStatus": 5, "HoldReason": '"at site s: exit 4"'},
+        "7.3": {"JobStatus": 4, "LastRemoteHost": '"slot1@c2"'},
+    }
+    wanted = hq.shown_at_home(jobs, remote, "s", "calib", 1000)
+    assert wanted["7.0"][hq.REMOTE_STATUS] == "1" and "JobStatus" in wanted["7.0"]
+    assert wanted["7.1"]["JobStatus"] == "2" and wanted["7.1"][hq.REMOTE_HOST] == '"slot1@c1"'
+    assert "JobStatus" not in wanted["7.2"]  # held at home: the person's word stays
+    assert wanted["7.2"][hq.REMOTE_HOLD_REASON] == '"at site s: exit 4"'
+    assert wanted["7.3"]["JobStatus"] == "2"  # done there, its results not yet home
+    edits = hq.changed(wanted, jobs)
+    assert edits[(hq.SITE, '"s"')] == ["7.0", "7.1", "7.2", "7.3"]
+    assert edits[(hq.LAST_SEEN, "1000")] == ["7.0", "7.1", "7.2", "7.3"]
+    assert ("JobStatus", "1") not in edits  # already idle: nothing written
+    shown = {j: {**jobs[j], **wanted[j]} for j in jobs}
+    assert hq.changed(wanted, shown) == {}  # nothing new, and seen a moment ago
+    later = hq.shown_at_home(jobs, remote, "s", "calib", 1000 + hq.SEEN_EVERY_S)
+    assert list(hq.changed(later, shown)) == [(hq.LAST_SEEN, str(1000 + hq.SEEN_EVERY_S))]
+
+
+def test_the_baseline_keeps_what_a_cluster_shares_once() -> None:
+    memory = hq.Forwarded()
+    jobs = {f"7.{p}": job(ProcId=str(p), Args=f'"{p}"') for p in range(100)}
+    hq.plan_round(jobs, memory, "s")
+    assert memory.own["7.5"] == {"ProcId": "5", "Args": '"5"'}
+    assert len(memory.common) == 1 and "Out" in memory.common["7"]
+    del jobs["7.5"]["Out"]  # an attribute the job lost is no edit the site can take
+    jobs["7.6"]["Args"] = '"six"'
+    plan = hq.plan_round(jobs, memory, "s")
+    assert plan.actions == [JobAction("7.6", "edit", edits={"Args": '"six"'})]
+    kept = {k: v for k, v in jobs["7.5"].items() if k not in hq.SCHEDD_KEEPS}
+    assert memory.baseline("7.5") == kept
+    assert memory.baseline("8.0") is None
