@@ -518,6 +518,10 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
     ad.set("EnteredCurrentStatus", str(int(time.time())))
     if merge.statuses.get(job_id) is JobStatus.COMPLETED:
         merge.completed -= 1
+        # Its output never arrived: HTCondor counts no completion for such a job.
+        done = ad.get("NumJobCompletions")
+        if done is not None and done.strip().isdigit() and int(done) > 0:
+            ad.set("NumJobCompletions", str(int(done) - 1))
     merge.statuses[job_id] = JobStatus.HELD
 
 

@@ -245,6 +245,7 @@ def test_a_job_over_the_return_cap_comes_home_held_and_the_rest_with_it(runs: Ru
     ad = job["ad"]
     assert job["in_queue"] and ad["JobStatus"] == 5, ad
     assert (ad["HoldReasonCode"], ad["HoldReasonSubCode"]) == (HOLD_OVER_CAP, 0), ad
+    assert ad.get("NumJobCompletions") == 0, ad  # its output never arrived: not completed
     assert f"over the cap of {RETURN_CAP} bytes per job ({MAX_JOB_BYTES_ENV})" in ad["HoldReason"]
     assert "returns " in ad["HoldReason"] and "site testbed" in ad["HoldReason"], ad
     assert runs.over_cap_dir is not None

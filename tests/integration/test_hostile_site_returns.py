@@ -145,7 +145,9 @@ def test_a_job_over_the_per_job_cap_comes_home_held_and_the_rest_with_it(
     imported = last_json(lumberjack("import", name, "--json"))
     assert list(imported["held"]) == [f"{cluster}.0"] and imported["completed"] == 1, imported
     (held,) = query(f"ClusterId == {cluster} && ProcId == 0",
-                    ["JobStatus", "HoldReason", "HoldReasonCode", "HoldReasonSubCode"])  # fmt: skip
+                    ["JobStatus", "HoldReason", "HoldReasonCode", "HoldReasonSubCode",
+                     "NumJobCompletions"])  # fmt: skip
+    assert held["NumJobCompletions"] == 0, held
     assert (held["JobStatus"], held["HoldReasonCode"], held["HoldReasonSubCode"]) == (5, 33, 0)
     assert held["HoldReason"].startswith("Transfer output files failure from site testbed: the job")
     assert cap in held["HoldReason"], held

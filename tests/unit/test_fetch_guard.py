@@ -242,3 +242,12 @@ def test_skip_frames_are_kept_and_bytes_are_counted_as_they_arrive(tmp_path: Pat
     with pytest.raises(ReturnRefused, match="more than 3 bytes"):
         receive(tmp_path, frame(f"{JOB0}/c", b"data"), tight)
     assert (tmp_path / "back" / JOB0 / "c").stat().st_size == 0
+
+
+def test_fetch_says_which_jobs_it_left_at_the_site_and_why() -> None:
+    from lumberjack.cli.site_cmd import _summary
+
+    why = "returns 9 bytes, over the cap of 1 bytes per job (LUMBERJACK_RETURN_MAX_JOB_BYTES)"
+    text = _summary({"received_files": 3, "over_cap": {"7.0": why}, "skipped": []})
+    assert text.splitlines()[-1] == f"  left at the site, held at import: 7.0 {why}"
+    assert "over_cap" not in _summary({"received_files": 3, "over_cap": {}, "skipped": []})

@@ -770,3 +770,16 @@ def test_a_job_left_at_the_site_over_a_cap_is_held_with_htcondors_code(world: Wo
     assert b"Job terminated" not in log and event(1, "007.000") in log
     assert log.endswith(f"\t{reason}\n\tCode {returns.HOLD_OVER_CAP} Subcode 0\n...\n".encode())
     assert returns.HOLD_OVER_CAP == 33  # HTCondor's MaxTransferOutputSizeExceeded
+
+
+def test_a_completed_job_held_at_import_counts_no_completion() -> None:
+    # HTCondor counts no completion for a job whose output never arrived.
+    from types import SimpleNamespace
+
+    ad = jql.Ad("7.0", "Job", "Machine", {"JobStatus": "4", "NumJobCompletions": "1"})
+    merge = SimpleNamespace(ads={"7.0": ad}, statuses={"7.0": importer.JobStatus.COMPLETED},
+                            completed=1)  # fmt: skip
+    exc = output_writer.CannotPlace("over the cap", 0, returns.HOLD_OVER_CAP)
+    importer.hold(merge, "7.0", exc)  # type: ignore[arg-type]
+    assert (ad.get("JobStatus"), ad.get("NumJobCompletions"), merge.completed) == ("5", "0", 0)
+    assert (ad.get("HoldReasonCode"), ad.get("HoldReasonSubCode")) == ("33", "0")
