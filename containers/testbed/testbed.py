@@ -360,6 +360,7 @@ class Pool:
     port: int
     execute: bool = False  # the access point has no startd: exported jobs must stay idle
     spool: Path | None = None
+    host: str | None = None  # its host name (default: its name), resolved by write_hosts
 
     @property
     def root(self) -> Path:
@@ -495,7 +496,7 @@ ENABLE_IPV6 = FALSE
         pid = spawn_in_rootfs(
             rootfs,
             ["/usr/sbin/condor_master", "-f"],
-            hostname=f"{self.name}.{UID_DOMAIN}",
+            hostname=f"{self.host or self.name}.{UID_DOMAIN}",
             binds=self.binds(),
             logfile=self.root / "master.out",
             env={"CONDOR_CONFIG": str(self.config_file)},
@@ -593,6 +594,11 @@ def remote_pool(spool: Path, name: str = "lj-remote", port: int = 29619) -> Pool
     return Pool(name, port, execute=True, spool=spool)
 
 
+#: Host name of the conformance suite's reference pools (tests/integration/reference_pool.py):
+#: a plain pool with a startd that runs the suite's jobs as HTCondor would at home.
+REFERENCE_HOST = "lj-reference"
+
+
 def up() -> dict[str, str]:
     rootfs = ensure_rootfs()
     image = ensure_site_image(rootfs)
@@ -675,7 +681,9 @@ def ensure_rootfs_submitters(rootfs: Path) -> None:
 
 def write_hosts(rootfs: Path) -> None:
     # Daemons look up their own host name; every testbed "host" on loopback resolves here.
-    names = " ".join(f"{name} {name}.{UID_DOMAIN}" for name in ("lj-ap", "lj-remote"))
+    names = " ".join(
+        f"{name} {name}.{UID_DOMAIN}" for name in ("lj-ap", "lj-remote", REFERENCE_HOST)
+    )
     (rootfs / "etc/hosts").write_text(
         f"127.0.0.1 localhost {names}\n::1 localhost\n10.251.0.2 hpc-login\n"
     )

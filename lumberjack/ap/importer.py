@@ -19,6 +19,7 @@ import os
 import posixpath
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,7 +31,6 @@ from lumberjack.ap.identity import Owner, acting_as, owner_of
 from lumberjack.ap.import_queues import read_returned_queue, read_sent_queue
 from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.output_writer import (
-    HOLD_TRANSFER_OUTPUT,
     PLACED,
     CannotPlace,
     JobPlan,
@@ -48,7 +48,7 @@ from lumberjack.core.classad_text import quote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
-from lumberjack.core.returns import Limits, name_problem
+from lumberjack.core.returns import HOLD_OVER_CAP, Limits, name_problem
 from lumberjack.errors import BadInput
 
 
@@ -238,12 +238,15 @@ def plan_import(
     reader: Owner | None = None,
     site: str | None = None,
     removed_at_home: frozenset[str] = frozenset(),
+    over_cap: Mapping[str, str] | None = None,
 ) -> tuple[bundle_mod.Manifest, QueueMerge, list[JobPlan]]:
     """Check everything that came back; raise BadInput before any change. The bundle is
     read as ``owner``, the returned spool as ``reader`` (None: as this process). The
     manifest given back (``read``'s too) has let go of its path map's JSON: the checked
     records replace it. ``removed_at_home``: jobs condor_rm removed at home, whose end
-    event the local schedd writes (their site's terminated or aborted event is left out)."""
+    event the local schedd writes (their site's terminated or aborted event is left out).
+    ``over_cap``: the jobs fetch left at the site over a cap (job -> why), held here with
+    their events only."""
     limits = limits or Limits.from_env(BadInput)
     # Parsing, merging and planning build a few objects per attribute and free none until
     # the end, none in a cycle: the cyclic collector would walk them all, again and again.
@@ -255,6 +258,7 @@ def plan_import(
             plans = _plan_jobs(
                 spool, manifest, path_map, merge, limits, returned_at, removed_at_home
             )
+    _hold_over_cap(plans, over_cap or {}, site)
     return manifest, merge, plans
 
 
@@ -422,6 +426,7 @@ def run_import(
     site: str | None = None,
     local_spool: str | None = None,
     removed_at_home: frozenset[str] = frozenset(),  # see plan_import
+    over_cap: Mapping[str, str] | None = None,  # see plan_import
 ) -> ImportReport:
     """Import a returned spool (from ``site``: named in the HoldReason of jobs held there).
 
@@ -431,11 +436,13 @@ def run_import(
     as this process; an owner's bundle or handed-in spool as that user). ``work_dir``:
     this account's private import state (journals, the schedd's copy of the queue).
     ``read``: the manifest as the caller read it, checked against ``manifest_sha256``.
-    ``local_spool``: where unfinished jobs' checkpoints go (None: the schedd's SPOOL).
+    ``local_spool``: where unfinished jobs' checkpoints go (None: the schedd's SPOOL);
+    ``removed_at_home``, ``over_cap``: as plan_import's.
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
         owner=bundle_reader, reader=spool_reader, site=site, removed_at_home=removed_at_home,
+        over_cap=over_cap,
     )  # fmt: skip
     if owner and manifest.owner != owner:
         raise BadInput(
@@ -487,6 +494,17 @@ def run_import(
     return report
 
 
+def _hold_over_cap(plans: list[JobPlan], over_cap: Mapping[str, str], site: str | None) -> None:
+    """The jobs fetch left at the site over a per-job cap are held, whatever their
+    destinations (HTCondor's MaxTransferOutputSizeExceeded, subcode 0)."""
+    for plan in plans:
+        why = over_cap.get(plan.paths.job_id)
+        if why is not None:
+            text = (f"Transfer output files failure from site {site}: the job {why}; its "
+                    "outputs were left there")  # fmt: skip
+            plan.held = CannotPlace(text, 0, HOLD_OVER_CAP)
+
+
 def _list_plans(report: ImportReport, plans: list[JobPlan]) -> None:
     """What import will do, in the report (a dry run's too)."""
     for plan in plans:
@@ -503,7 +521,7 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
     ad.set("JobStatus", str(int(JobStatus.HELD)))
     text = "".join("?" if c in "\n\r\x00" else c for c in exc.reason)  # one ClassAd line
     ad.set("HoldReason", quote_string(text))
-    ad.set("HoldReasonCode", str(HOLD_TRANSFER_OUTPUT))
+    ad.set("HoldReasonCode", str(exc.hold_code))
     ad.set("HoldReasonSubCode", str(exc.errno))
     ad.set("EnteredCurrentStatus", str(int(time.time())))
     if merge.statuses.get(job_id) is JobStatus.COMPLETED:
@@ -511,7 +529,7 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
         # HTCondor counts a completion only once the outputs are home: a failed output
         # transfer holds the job uncounted.
         count = ad.get("NumJobCompletions")
-        if count is not None and count.isdigit() and int(count) > 0:
+        if count is not None and count.strip().isdigit() and int(count) > 0:
             ad.set("NumJobCompletions", str(int(count) - 1))
     merge.statuses[job_id] = JobStatus.HELD
 

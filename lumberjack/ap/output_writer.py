@@ -51,6 +51,8 @@ class JobPlan:
     returned_at: float = 0.0
     #: an unfinished job's site checkpoint, or why it starts anew (checkpoint_home.plan)
     checkpoint: Checkpoint | str | None = None
+    #: why the job is held here whatever its destinations (its return over a cap)
+    held: CannotPlace | None = None
 
 
 @dataclass
@@ -61,11 +63,12 @@ class Placed:
 
 
 class CannotPlace(Exception):
-    """A destination the owner may not write: the job is held with this reason."""
+    """A job import cannot place (a destination the owner may not write, a return over
+    a cap): it is held with this reason, HTCondor's hold code and subcode."""
 
-    def __init__(self, reason: str, code: int) -> None:
+    def __init__(self, reason: str, code: int, hold_code: int = HOLD_TRANSFER_OUTPUT) -> None:
         super().__init__(reason)
-        self.reason, self.errno = reason, code
+        self.reason, self.errno, self.hold_code = reason, code, hold_code
 
 
 def place_job(
@@ -83,6 +86,8 @@ def place_job(
     """
     done = Placed()
     if not plan.placements:  # nothing came back to place: no identity to take on
+        if plan.held is not None:
+            raise plan.held
         return done
     sources: dict[str, tuple[int, os.stat_result]] = {}
     try:
@@ -91,14 +96,14 @@ def place_job(
                 if p.kind != "userlog":
                     sources[p.source] = safe_write.open_returned(str(plan.job_dir / p.source))
         logs: list[tuple[int, Placement]] = []
-        held: CannotPlace | None = None
+        held = plan.held
         try:
             with acting_as(owner):
                 for p in plan.placements:  # opened (and checked) before anything is written
                     if p.kind == "userlog":
                         logs.append((_open_user_log(Path(p.dest), owner_name), p))
                 try:
-                    for p in plan.placements:
+                    for p in plan.placements if held is None else ():
                         _check_destination(p, owner_name)
                 except CannotPlace as exc:
                     held = exc
@@ -137,7 +142,7 @@ def _log_hold(
     if plan.events is None:
         return
     data = userlog.held_events(plan.events, plan.paths.cluster, plan.paths.proc, exc.reason,
-                               HOLD_TRANSFER_OUTPUT, exc.errno, plan.returned_at)  # fmt: skip
+                               exc.hold_code, exc.errno, plan.returned_at)  # fmt: skip
     for fd, p in logs:
         journal = userlog.journal_path(state_dir, plan.paths.job_id, f"held:{p.dest}")
         userlog.append_once(fd, data, journal)

@@ -53,11 +53,18 @@ def _one_step(
 
 
 def _summary(result: dict[str, Any]) -> str:
+    lines = {"skipped": skipped_line, "over_cap": over_cap_line}
     return "\n".join(
-        f"  {skipped_line(value)}" if key == "skipped" else f"  {key}: {value}"
+        f"  {lines[key](value)}" if key in lines else f"  {key}: {value}"
         for key, value in result.items()
-        if key != "skipped" or value
+        if key not in lines or value
     )
+
+
+def over_cap_line(over: dict[str, str]) -> str:
+    """Fetch's jobs left at the site over a per-job cap: import holds them."""
+    named = "; ".join(f"{job} {why}" for job, why in sorted(over.items()))
+    return f"left at the site, held at import: {named}"
 
 
 def skipped_line(skipped: list[dict[str, str]], shown: int = 4) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from lumberjack.core.safepath import why_unsafe
@@ -47,6 +47,11 @@ KEEP_FREE_SHARE = 20  # one part in 20: 5%
 #: Linux NAME_MAX and PATH_MAX (bytes).
 NAME_MAX = 255
 PATH_MAX = 4096
+
+#: HTCondor's hold code for a job whose output is over its MAX_TRANSFER_OUTPUT_MB
+#: (MaxTransferOutputSizeExceeded, subcode 0): a job whose return is over a per-job cap
+#: comes home held with it, as HTCondor holds only the job over its limit.
+HOLD_OVER_CAP = 33
 
 #: A job's directory in the remote spool (the schedd's own layout, see ap/remote_layout.py).
 _JOB_DIR = re.compile(r"^(\d+)/(\d+)/cluster\1\.proc\2\.subproc0(?:/|$)")
@@ -135,6 +140,27 @@ def _count_in(env: Mapping[str, str], var: str, unit: str, error: type[Exception
     if value < 0:
         raise error(f"{var} must not be negative")
     return value
+
+
+def jobs_over_cap(sizes: Iterable[tuple[str, int]], limits: Limits) -> dict[str, str]:
+    """The jobs whose listed files (path, size) are over a per-job cap, each with why (to
+    end "its return is ..." or "it returns ..."); the spool's own files are not a job's."""
+    job_bytes: dict[str, int] = {}
+    job_files: dict[str, int] = {}
+    for path, size in sizes:
+        job = job_of(path)
+        if job is not None:
+            job_bytes[job] = job_bytes.get(job, 0) + size
+            job_files[job] = job_files.get(job, 0) + 1
+    over = {}
+    for job, size in job_bytes.items():
+        if size > limits.job_bytes:
+            over[job] = (f"returns {size} bytes, over the cap of {limits.job_bytes} bytes "
+                         f"per job ({limits.job_bytes_var})")  # fmt: skip
+        elif job_files[job] > limits.job_files:
+            over[job] = (f"returns {job_files[job]} files, over the cap of {limits.job_files} "
+                         f"files per job ({limits.job_files_var})")  # fmt: skip
+    return over
 
 
 def job_of(path: str) -> str | None:

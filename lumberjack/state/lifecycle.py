@@ -23,6 +23,7 @@ from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.identity import acting_as, owner_of
+from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.core import crashpoints
 from lumberjack.core.contract import QUEUE_LOG, ExportLayout
 from lumberjack.core.crashpoints import crash_point
@@ -201,8 +202,12 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
                                exclude=(*FETCH_EXCLUDE, QUEUE_LOG))  # fmt: skip
             crash_point("fetch.mid-download")
         try:
-            report = site.conn.download(layout.spool, returned,
-                                        progress=site.progress, exclude=FETCH_EXCLUDE)  # fmt: skip
+            # A job over a per-job cap stays at the site but for its events: import
+            # holds it (HOLD_OVER_CAP), as HTCondor holds a job over its output limit.
+            report = site.conn.download(
+                layout.spool, returned, progress=site.progress, exclude=FETCH_EXCLUDE,
+                job_log=REMOTE_USERLOG_NAME,
+            )  # fmt: skip
         except NoRoom as exc:  # the phase stays: sync tries again once there is room
             raise NoRoom(f"export {record.name}: {exc}; free space there and sync (or fetch) "
                          "again") from exc  # fmt: skip
@@ -213,11 +218,12 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         logs = site_logs.fetch(site.conn, layout.root, ledger.work_dir(record.name))
         crash_point("fetch.before-ledger")
         return {"stop": stopped, "logs": logs, "received_files": report.sent_files,
-                "received_bytes": report.sent_bytes,
+                "received_bytes": report.sent_bytes, "over_cap": report.over_cap,
                 "skipped": [{"name": repr(path), "reason": why}
                             for path, why in report.bad_entries]}  # fmt: skip
 
     result = run_step(ledger, record.name, "fetch", act)
+    ledger.update_info(record.name, over_cap=result["over_cap"])  # import holds them
     ledger.move(record.name, "fetch")
     return result
 
@@ -239,7 +245,7 @@ def import_results(
     reader = owner_of(record.owner) if record.owner else None
     how = {"work_dir": ledger.work_dir(record.name), "owner": record.owner,
            "bundle_reader": reader, "manifest_sha256": record.info.get("manifest_sha256"),
-           "site": record.site}  # fmt: skip
+           "site": record.site, "over_cap": record.info.get("over_cap") or {}}  # fmt: skip
 
     def manifest() -> bundle_mod.ReadManifest:
         # As the owner, and no longer than export wrote it (bounded_read)

@@ -195,9 +195,11 @@ class SiteConnection:
         progress: Progress | None = None,
         limits: Limits | None = None,
         max_files: int | None = None,
+        job_log: str | None = None,
     ) -> TransferReport:
         """Make local_root hold the regular files below remote_root, verified and within
-        `limits` and `max_files` (see transfer.download)."""
+        `limits` and `max_files`; of a job over a per-job cap only its `job_log` (see
+        transfer.download)."""
         return transfer.download(
-            self, remote_root, local_root, exclude, progress, limits, max_files
+            self, remote_root, local_root, exclude, progress, limits, max_files, job_log
         )

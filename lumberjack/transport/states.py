@@ -59,6 +59,8 @@ class TransferReport:
     resumed_files: int = 0  # sent from where an interrupted run stopped
     #: (path, why) of what a download refused to take: skipped, never written here
     bad_entries: list[tuple[str, str]] = field(default_factory=list)
+    #: job ("C.P") -> why: jobs a download left at the site, over a per-job cap
+    over_cap: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         mib = self.sent_bytes / (1 << 20)

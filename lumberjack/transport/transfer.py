@@ -192,6 +192,7 @@ def download(
     progress: Progress | None = None,
     limits: Limits | None = None,
     max_files: int | None = None,
+    job_log: str | None = None,
 ) -> TransferReport:
     """Make local_root hold the regular files below remote_root (but `exclude` globs,
     matched against relative paths and their parent directories); fetch only what is
@@ -203,7 +204,8 @@ def download(
     (default: the environment's) caps each file, each job's bytes and files (its
     directory in a remote spool, core.returns.job_of) and the whole: judged on the sizes
     the site lists before anything moves, then on the bytes as they arrive; the site
-    never reads a file over the per-file cap. Past a cap: ReturnRefused, at once. What
+    never reads a file over the per-file cap. A job over a per-job cap stays there but
+    for its `job_log` (report.over_cap); past the export's: ReturnRefused, at once. What
     is to move must fit the free space where it lands, less a reserve (core.returns
     room_at), or NoRoom before anything moves.
     `max_files` caps the files listed in all (for trees without jobs' directories).
@@ -220,6 +222,7 @@ def download(
         raise RemoteError(f"{source}: listing holds excluded files; refusing it")
     if max_files is not None and len(listing) > max_files:
         raise ReturnRefused(f"{source}: more than {max_files} files listed; nothing fetched")
+    wanted, over = _leave_over_cap(wanted, limits, job_log)
     guard = ReturnGuard(limits, source)
     for entry in wanted:  # the sizes the site declares: refused before anything moves
         guard.declare(entry.path, entry.size)
@@ -231,6 +234,7 @@ def download(
     guard.check_room(sum(step.length for step in steps), room)
     report = _report(steps, done)
     report.bad_entries = bad
+    report.over_cap = over
     request = json.dumps(
         {"files": [[s.path, s.offset, _state_sha(have, s)] for s in steps],
          "max_size": limits.file_bytes}
@@ -260,6 +264,23 @@ def download(
     report.sent_bytes = receiver.received
     report.seconds = time.monotonic() - started
     return report
+
+
+def _leave_over_cap(
+    wanted: list[FileEntry], limits: Limits, job_log: str | None
+) -> tuple[list[FileEntry], dict[str, str]]:
+    """The files to fetch, and the jobs over a per-job cap (job -> why): of those only
+    `job_log` (right in the job's directory, itself within the cap) is fetched. Import
+    holds them, as HTCondor holds only the job over its output limit."""
+    over = returns.jobs_over_cap(((entry.path, entry.size) for entry in wanted), limits)
+
+    def kept(entry: FileEntry) -> bool:
+        if returns.job_of(entry.path) not in over:
+            return True
+        is_log = entry.path.count("/") == 3 and entry.path.rsplit("/", 1)[1] == job_log
+        return is_log and entry.size <= limits.job_bytes
+
+    return ([entry for entry in wanted if kept(entry)] if over else wanted), over
 
 
 class _Receiver:

@@ -1,9 +1,10 @@
 """A hostile return never wedges an export, on the testbed: after a real export's jobs
 ran, the site account plants in its remote spool a name with a control character, a
 symbolic link, a FIFO, a socket, two hard links, or a 2 GiB sparse file. `fetch` skips
-and reports the first kind and takes the rest; it refuses the sparse file by the
-per-job cap before a byte of it moves; either way the jobs still come home (import, or
-unexport --discard with the remote pool stopped first) and `cleanup` leaves nothing.
+and reports the first kind and takes the rest; a job whose sparse file is over the
+per-job cap stays at the site (not a byte of it moves) and comes home held with
+HTCondor's code for output over its limit, the other job with it; `cleanup` leaves
+nothing.
 `sync` refuses a return larger than the free space where it would land, moving nothing,
 and brings it home once there is room: the sparse file sparse, fetched and placed."""
 
@@ -126,30 +127,35 @@ def test_bad_entries_are_skipped_reported_and_the_jobs_come_home(
     assert wait_nothing_left(name) == []
 
 
-def test_a_sparse_file_over_the_cap_is_refused_and_the_jobs_still_come_home(
+def test_a_job_over_the_per_job_cap_comes_home_held_and_the_rest_with_it(
     workspace: Path, state_dir: Path, at_site: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name, cluster, job0 = finished_at_site(workspace, at_site, "sparse")
     site_run(f"truncate -s 2G {shlex.quote(job0)}/huge")
     monkeypatch.setenv("LUMBERJACK_IMPORT_MAX_JOB_BYTES", str(1 << 30))  # the name import knew
 
-    refused = lumberjack("fetch", name, check=False)
-    assert refused.returncode != 0
-    message = refused.stderr.strip()
-    assert len(message.splitlines()) == 1, message
-    assert "2147483648 bytes, over the cap of 1073741824 bytes per job" in message
-    assert "(LUMBERJACK_IMPORT_MAX_JOB_BYTES)" in message
+    fetched = last_json(lumberjack("fetch", name, "--json"))
+    assert list(fetched["over_cap"]) == [f"{cluster}.0"], fetched
+    cap = "bytes, over the cap of 1073741824 bytes per job (LUMBERJACK_IMPORT_MAX_JOB_BYTES)"
+    assert cap in fetched["over_cap"][f"{cluster}.0"]
     bundle = Ledger().get(name).bundle_dir
     assert [p for p in (bundle, state_dir) for p in p.rglob("huge")] == []
-    assert Ledger().get(name).phase == "finished"
+    assert Ledger().get(name).phase == "fetched"
 
-    plain = lumberjack("unexport", name, check=False)
-    assert plain.returncode == 2 and f"unexport --discard {name}` hands them back" in plain.stderr
-    back = last_json(lumberjack("unexport", "--discard", name, "--json"))
-    assert back["jobs"] == 2 and "stop" in back
-    ads = query(f"ClusterId == {cluster}", ["Managed", "JobStatus"])
-    assert len(ads) == 2 and all(a.get("Managed") != "External" for a in ads)
-    assert Ledger().get(name).phase == "unexported"
+    imported = last_json(lumberjack("import", name, "--json"))
+    assert list(imported["held"]) == [f"{cluster}.0"] and imported["completed"] == 1, imported
+    (held,) = query(f"ClusterId == {cluster} && ProcId == 0",
+                    ["JobStatus", "HoldReason", "HoldReasonCode", "HoldReasonSubCode",
+                     "NumJobCompletions"])  # fmt: skip
+    assert held["NumJobCompletions"] == 0, held
+    assert (held["JobStatus"], held["HoldReasonCode"], held["HoldReasonSubCode"]) == (5, 33, 0)
+    assert held["HoldReason"].startswith("Transfer output files failure from site testbed: the job")
+    assert cap in held["HoldReason"], held
+    job_dir = workspace / "job"
+    assert (
+        not (job_dir / "out.0").exists() and (job_dir / "out.1").read_text() == "stdout of job 1\n"
+    )
+    assert b"Code 33 Subcode 0" in (job_dir / "job.log").read_bytes()
 
     cleaned = last_json(lumberjack("cleanup", name, "--json"))
     assert cleaned["phase"] == "cleaned" and not bundle.exists()

@@ -93,33 +93,51 @@ def test_bad_entries_are_skipped_and_reported_never_written(conn, tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    ("caps", "files", "message"),
+    ("caps", "files", "why"),
     [
-        ({"job_bytes": 1 << 30}, {f"{JOB0}/huge": 2 << 30},
-         f"'{JOB0}/huge' is 2147483648 bytes, over the cap of 1073741824 bytes per job "
+        ({"job_bytes": 1 << 30}, {"huge": 2 << 30},
+         "returns 2147483680 bytes, over the cap of 1073741824 bytes per job "
          "(LUMBERJACK_RETURN_MAX_JOB_BYTES)"),
-        ({"job_bytes": 100}, {f"{JOB0}/a": 60, f"{JOB0}/b": 60},
-         "job 7.0 returns more than 100 bytes, over the cap of 100 bytes per job"),
-        ({"total_bytes": 100}, {f"{JOB0}/a": 60, f"{JOB1}/b": 60},
-         "the export returns more than 100 bytes, over the cap of 100 bytes per export "
-         "(LUMBERJACK_RETURN_MAX_TOTAL_BYTES)"),
-        ({"job_files": 2}, {f"{JOB0}/a": 1, f"{JOB0}/b": 1},
-         "job 7.0 returns more than 2 files, over the cap of 2 files per job "
-         "(LUMBERJACK_RETURN_MAX_JOB_FILES)"),
+        ({"job_bytes": 100}, {"a": 60, "b": 60},
+         "returns 152 bytes, over the cap of 100 bytes per job"),
+        ({"job_files": 2}, {"a": 1, "b": 1},
+         "returns 4 files, over the cap of 2 files per job (LUMBERJACK_RETURN_MAX_JOB_FILES)"),
     ],
 )  # fmt: skip
-def test_a_cap_stops_the_download_before_anything_moves(
-    conn, tmp_path: Path, caps: dict, files: dict, message: str
+def test_a_job_over_a_per_job_cap_stays_at_the_site_and_the_rest_comes_home(
+    conn, tmp_path: Path, caps: dict, files: dict, why: str
 ) -> None:
     site = spool(tmp_path)
+    (site / JOB0 / "events.log").write_bytes(b"000 (007.000.000) submitted\n")
     for name, size in files.items():
-        with open(site / name, "wb") as out:
+        with open(site / JOB0 / name, "wb") as out:
             out.truncate(size)  # sparse: large on paper, cheap on disk
+    back = tmp_path / "back"
+    report = conn.download(str(site), back, limits=Limits(**caps), job_log="events.log")
+    assert list(report.over_cap) == ["7.0"] and why in report.over_cap["7.0"]
+    # Its events come home (import writes the hold after them), nothing else of it.
+    assert sorted(p.relative_to(back).as_posix() for p in back.rglob("*") if p.is_file()) == [
+        f"{JOB0}/events.log", f"{JOB1}/_condor_stdout", "job_queue.log",
+    ]  # fmt: skip
+    again = conn.download(str(site), back, limits=Limits(**caps), job_log="events.log")
+    assert (again.sent_files, again.over_cap) == (0, report.over_cap)
+
+
+def test_an_export_over_its_cap_stops_the_download_before_anything_moves(
+    conn, tmp_path: Path
+) -> None:
+    site = spool(tmp_path)
+    for name in (f"{JOB0}/a", f"{JOB1}/b"):
+        with open(site / name, "wb") as out:
+            out.truncate(60)
     shown = Recorder()
     with pytest.raises(ReturnRefused, match="over the cap") as refused:
-        conn.download(str(site), tmp_path / "back", progress=shown, limits=Limits(**caps))
-    assert message in str(refused.value) and "nothing more fetched" in str(refused.value)
-    assert shown.tasks == [] and not (tmp_path / "back" / JOB0 / "huge").exists()
+        conn.download(str(site), tmp_path / "back", progress=shown,
+                      limits=Limits(total_bytes=100))  # fmt: skip
+    message = ("the export returns more than 100 bytes, over the cap of 100 bytes per export "
+               "(LUMBERJACK_RETURN_MAX_TOTAL_BYTES); nothing more fetched")  # fmt: skip
+    assert message in str(refused.value)
+    assert shown.tasks == [] and not (tmp_path / "back" / JOB0 / "a").exists()
 
 
 def test_the_caps_come_from_the_environment_under_either_name() -> None:
@@ -224,3 +242,12 @@ def test_skip_frames_are_kept_and_bytes_are_counted_as_they_arrive(tmp_path: Pat
     with pytest.raises(ReturnRefused, match="more than 3 bytes"):
         receive(tmp_path, frame(f"{JOB0}/c", b"data"), tight)
     assert (tmp_path / "back" / JOB0 / "c").stat().st_size == 0
+
+
+def test_fetch_says_which_jobs_it_left_at_the_site_and_why() -> None:
+    from lumberjack.cli.site_cmd import _summary
+
+    why = "returns 9 bytes, over the cap of 1 bytes per job (LUMBERJACK_RETURN_MAX_JOB_BYTES)"
+    text = _summary({"received_files": 3, "over_cap": {"7.0": why}, "skipped": []})
+    assert text.splitlines()[-1] == f"  left at the site, held at import: 7.0 {why}"
+    assert "over_cap" not in _summary({"received_files": 3, "over_cap": {}, "skipped": []})

@@ -801,3 +801,33 @@ def test_a_queue_log_read_again_is_hashed_and_bounded_from_its_start() -> None:
     assert hashing.size == len(data)
     bounded = import_queues._BoundedReader(io.BytesIO(data), len(data))
     assert onepass.read_ads_counted(bounded, "q.log")[1] == 3
+
+
+def test_a_job_left_at_the_site_over_a_cap_is_held_with_htcondors_code(world: World) -> None:
+    # Fetch brought only its events (transfer.download's job_log): import holds it with
+    # MaxTransferOutputSizeExceeded, writes the hold after its events, places nothing.
+    (world.job_dir(0) / "_condor_stdout").unlink()
+    why = "returns 9000 bytes, over the cap of 100 bytes per job (LUMBERJACK_RETURN_MAX_JOB_BYTES)"
+    report = world.run(over_cap={"7.0": why}, site="testsite")
+    reason = (f"Transfer output files failure from site testsite: the job {why}; its outputs "
+              "were left there")  # fmt: skip
+    assert report.held == {"7.0": reason} and report.completed == 0
+    assert not (world.iwd / "out.0").exists()  # and the rest comes home:
+    assert (world.iwd / "out.1").read_text() == "out 1\n" and "7.1" not in report.held
+    log = (world.iwd / "job.log").read_bytes()
+    assert b"Job terminated" not in log and event(1, "007.000") in log
+    assert log.endswith(f"\t{reason}\n\tCode {returns.HOLD_OVER_CAP} Subcode 0\n...\n".encode())
+    assert returns.HOLD_OVER_CAP == 33  # HTCondor's MaxTransferOutputSizeExceeded
+
+
+def test_a_completed_job_held_at_import_counts_no_completion() -> None:
+    # HTCondor counts no completion for a job whose output never arrived.
+    from types import SimpleNamespace
+
+    ad = jql.Ad("7.0", "Job", "Machine", {"JobStatus": "4", "NumJobCompletions": "1"})
+    merge = SimpleNamespace(ads={"7.0": ad}, statuses={"7.0": importer.JobStatus.COMPLETED},
+                            completed=1)  # fmt: skip
+    exc = output_writer.CannotPlace("over the cap", 0, returns.HOLD_OVER_CAP)
+    importer.hold(merge, "7.0", exc)  # type: ignore[arg-type]
+    assert (ad.get("JobStatus"), ad.get("NumJobCompletions"), merge.completed) == ("5", "0", 0)
+    assert (ad.get("HoldReasonCode"), ad.get("HoldReasonSubCode")) == ("33", "0")

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "$# arguments"
+for a in "$@"; do printf '[%s]\n' "$a"; done

@@ -1,0 +1,4 @@
+#!/bin/sh
+echo "hello from exit_0"
+echo "a line on stderr" >&2
+exit 0

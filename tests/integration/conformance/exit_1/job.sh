@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "exiting with 1"
+exit 1

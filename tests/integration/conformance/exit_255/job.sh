@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "exiting with 255"
+exit 255

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "writes nothing else"

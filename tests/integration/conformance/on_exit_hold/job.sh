@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "about to exit 3"
+exit 3

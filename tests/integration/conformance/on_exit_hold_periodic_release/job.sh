@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "a run of the released job"
+exit 0

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "file $1:"
+cat "$1"

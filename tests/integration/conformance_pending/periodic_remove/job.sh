@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "running until removed"
+sleep 300
