@@ -92,12 +92,18 @@ def place_steps(done: ImageBuild, profile: Optional[SiteProfile]) -> list[str]:
     if profile is None:
         return []
     host = f"{profile.user + '@' if profile.user else ''}{profile.login_host}"
+    # The profile's key, known_hosts and port, as lumberjack logs in (scp spells port -P).
+    identity, known = profile.identity_file_path(), profile.known_hosts_path()
+    key = f"-i {shlex.quote(str(identity))} " if identity else ""
+    key += f"-o UserKnownHostsFile={shlex.quote(str(known))} " if known else ""
+    ssh = f"ssh {key}{f'-p {profile.port} ' if profile.port != 22 else ''}{host}"
+    scp = f"scp {key}{f'-P {profile.port} ' if profile.port != 22 else ''}-r"
     if done.runtime == "podman-hpc":
         # podman-hpc images live in the user's storage at the site: build them there.
         context = Path(done.files[0]).parent.name
         return [
-            f"scp -r {shlex.quote(str(Path(done.files[0]).parent))} {host}:",
-            f"ssh {host} 'cd {context} && podman-hpc build -t {done.target} . "
+            f"{scp} {shlex.quote(str(Path(done.files[0]).parent))} {host}:",
+            f"{ssh} 'cd {context} && podman-hpc build -t {done.target} . "
             f"&& podman-hpc migrate {done.target}'",
         ]
     image = profile.container.image
@@ -107,7 +113,7 @@ def place_steps(done: ImageBuild, profile: Optional[SiteProfile]) -> list[str]:
     # SFTP mode would not), and the image replaced whole, never left half written.
     remote = (f'mkdir -p "$(dirname "{image}")" && cat >"{image}.partial" '
               f'&& mv "{image}.partial" "{image}"')  # fmt: skip
-    return [f"ssh {host} {shlex.quote(remote)} < {shlex.quote(done.target)}"]
+    return [f"{ssh} {shlex.quote(remote)} < {shlex.quote(done.target)}"]
 
 
 def _text(done: ImageBuild, steps: list[str]) -> str:
