@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from lumberjack.cli import cli
+from lumberjack.profiles.messages import display_path
 from lumberjack.profiles.sites import find_profile, list_profiles, shipped_profile_dir
 
 SHIPPED = sorted(path.stem for path in shipped_profile_dir().glob("*.toml"))
@@ -98,7 +99,8 @@ def test_a_bad_tested_value_is_one_line(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(own))
     code, text = run("sites", "show", "delta")
     assert code == 2
+    shown = display_path(own / "delta.toml")
     assert text.strip().splitlines()[-1] == (
-        f'error: {own}/delta.toml: [site].tested "yes" is not one of the choices; write '
+        f'error: {shown}: [site].tested "yes" is not one of the choices; write '
         '"end-to-end on the testbed" or "rendered only" or "untested"'
     )
