@@ -46,7 +46,7 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(access_point, tmp_path_factory: pytest.TempPathFactory) -> Installed:
     work = tmp_path_factory.mktemp("first-site")
-    wheel = load_fixture_module("wheel_build").build_wheel(work / "build")
+    wheel = load_fixture_module("wheel_build").checkout_wheel(work / "build")
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
