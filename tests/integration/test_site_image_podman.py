@@ -46,15 +46,18 @@ def test_htcondor_starts_in_the_image(image: str) -> None:
         "ENABLE_IPV6": "FALSE",
     }
     env = [arg for key, value in config.items() for arg in ("-e", f"_CONDOR_{key}={value}")]
+    # Wait until both the collector's and the schedd's own ads are in (each daemon
+    # publishes its ad on its own schedule), at most 30 s.
     script = (
         "condor_version | head -n1; condor_master; "
-        "for i in $(seq 60); do condor_status -schedd -af Name 2>/dev/null | grep -q . && break; "
-        "sleep 0.5; done; condor_status -any -af MyType; pgrep -x condor_master >/dev/null "
+        "for i in $(seq 60); do types=$(condor_status -any -af MyType 2>/dev/null); "
+        'echo "$types" | grep -qx Collector && echo "$types" | grep -qx Scheduler && break; '
+        'sleep 0.5; done; echo "$types"; pgrep -x condor_master >/dev/null '
         "&& echo master-running"
     )
     out = podman_site.podman(
         "run", "--rm", "--network", "none", *env, image, "sh", "-c", script
     ).stdout.splitlines()
     assert out[0].startswith("$CondorVersion: 25."), out
-    # The schedd reached the collector: the master started both (its own ad may come later).
+    # The master started both (its own ad may come later).
     assert {"Collector", "Scheduler", "master-running"} <= set(out[1:]), out
