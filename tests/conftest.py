@@ -13,6 +13,10 @@ sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 
 import testbed  # noqa: E402
 
+# The shipped testbed profiles are found only where the testbed is configured (as it is
+# for every test here); a test of a user's view unsets it.
+os.environ.setdefault("LUMBERJACK_TESTBED_DIR", str(testbed.testbed_dir()))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-docker's fixtures live for the session by default: in `make test` that would

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build the testbed's copy of the site image (lumberjack-site.def) without any registry
-# pull: debootstrap a minimal Debian sid tree, install packages.txt into it, then let
-# the testbed rootfs's Apptainer turn that sandbox into a SIF.
+# Build the testbed's copy of the site image without any registry pull: debootstrap a
+# minimal Debian sid tree, run the package's own recipe in it (lumberjack/ap/site-image/:
+# setup.sh with the packages of packages.txt, as `sites image build` renders them), then
+# let the testbed rootfs's Apptainer turn that sandbox into a SIF.
 #
 #   build-testbed-image.sh ROOTFS OUT.sif
 #
@@ -12,16 +13,9 @@ set -euo pipefail
 rootfs=${1:?usage: build-testbed-image.sh ROOTFS OUT.sif}
 out=${2:?usage: build-testbed-image.sh ROOTFS OUT.sif}
 here=$(cd "$(dirname "$0")" && pwd)
+recipe=$here/../../lumberjack/ap/site-image
 out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
-
-# The .def cannot read packages.txt at build time: refuse to build if they drifted.
-packages=$(grep -v '^#' "$here/packages.txt" | grep -v '^ *$')
-in_def=$(sed -n '/# packages: begin/,/# packages: end/p' "$here/lumberjack-site.def" \
-    | grep -v '#' | sed 's/apt-get install.*//; s/\\//' | tr -s ' \n' '\n' | grep -v '^$')
-if [ "$(sort <<<"$packages")" != "$(sort <<<"$in_def")" ]; then
-    echo "build-testbed-image: lumberjack-site.def and packages.txt list different packages" >&2
-    exit 2
-fi
+packages=$(grep -v '^#' "$recipe/packages.txt" | grep -v '^ *$')
 
 mirror=${LUMBERJACK_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
@@ -44,25 +38,16 @@ trap cleanup EXIT
 debootstrap --variant=minbase sid "$sandbox" "$mirror" >"$logfile" 2>&1 || { tail -n 20 "$logfile" >&2; exit 1; }
 echo "== debootstrap done after ${SECONDS}s" >>"$logfile"
 
-# What the .def's %post does, in a chroot (apt needs no daemons; proc for postinst).
-echo 'Acquire::Check-Valid-Until "false";' >"$sandbox/etc/apt/apt.conf.d/99no-valid-until"
-printf '#!/bin/sh\nexit 101\n' >"$sandbox/usr/sbin/policy-rc.d"
-chmod 755 "$sandbox/usr/sbin/policy-rc.d"
+# The recipe's setup in a chroot (apt needs no daemons; proc for postinst); the chroot
+# needs the hosts and resolver files an image's base has.
 printf '127.0.0.1 localhost\n::1 localhost\n' >"$sandbox/etc/hosts"
 cp /etc/resolv.conf "$sandbox/etc/resolv.conf" 2>/dev/null || true
+cp "$recipe/setup.sh" "$sandbox/tmp/lumberjack-setup.sh"
 mount -t proc proc "$sandbox/proc"
-chroot "$sandbox" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >>"$logfile" 2>&1
 # shellcheck disable=SC2086
-chroot "$sandbox" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    $packages >>"$logfile" 2>&1 || { tail -n 30 "$logfile" >&2; exit 1; }
-chroot "$sandbox" apt-get clean
-rm -rf "$sandbox"/var/lib/apt/lists/*
-chroot "$sandbox" condor_version | grep -q '^\$CondorVersion: 25\.' || {
-    echo "build-testbed-image: HTCondor 25.x expected, got: $(chroot "$sandbox" condor_version | head -n1)" >&2
-    exit 1
-}
-chroot "$sandbox" dpkg-query -W -f '${Package} ${Version}\n' condor >"$sandbox/etc/lumberjack-site-versions"
-chroot "$sandbox" condor_version | head -n1 >>"$sandbox/etc/lumberjack-site-versions"
+chroot "$sandbox" sh /tmp/lumberjack-setup.sh $packages >>"$logfile" 2>&1 \
+    || { tail -n 30 "$logfile" >&2; exit 1; }
+rm "$sandbox/tmp/lumberjack-setup.sh"
 umount "$sandbox/proc"
 : >"$sandbox/etc/resolv.conf"
 echo "== packages installed after ${SECONDS}s" >>"$logfile"

@@ -27,10 +27,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RECIPE_FILES = ("build-rootfs.sh", "packages.txt")
 SITE_IMAGE_DIR = HERE.parent / "site-image"
-# The testbed's build reads only these; the .def's package list must equal packages.txt
-# (build-testbed-image.sh and tests/unit/test_site_image_recipe.py check), so editing the
-# .def's comments does not rebuild the cached image.
-SITE_IMAGE_RECIPE = ("packages.txt", "build-testbed-image.sh")
+# The site image's recipe is the package's (lumberjack/ap/site-image/, what `sites image
+# build` renders): what the testbed's build reads of it, from the repository's top (a
+# change rebuilds the cached image).
+SITE_IMAGE_RECIPE = (
+    "lumberjack/ap/site-image/packages.txt",
+    "lumberjack/ap/site-image/setup.sh",
+    "containers/site-image/build-testbed-image.sh",
+)
+REPO = HERE.parent.parent
 
 SUBMITTER = "alice"
 SUBMITTER_UID = 4242
@@ -74,10 +79,10 @@ def ensure_rootfs() -> Path:
 
 
 def ensure_site_image(rootfs: Path) -> Path:
-    """The testbed's build of the site image (containers/site-image/), made once from the
-    same package list as lumberjack-site.def but without any registry pull, and cached
+    """The testbed's build of the site image, made once from the package's recipe (what
+    `sites image build` renders) but without any registry pull, and cached
     next to the rootfs under a name keyed by a hash of its recipe."""
-    sif = cache_dir() / f"site-image-{recipe_hash(SITE_IMAGE_DIR, SITE_IMAGE_RECIPE)}.sif"
+    sif = cache_dir() / f"site-image-{recipe_hash(REPO, SITE_IMAGE_RECIPE)}.sif"
     if not sif.is_file():
         sif.parent.mkdir(parents=True, exist_ok=True)
         log(f"building the site image into {sif} (a few minutes, once)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import click
 
@@ -50,7 +51,13 @@ class LazyCommands(LumberjackGroup):
 @click.group(
     cls=LazyCommands,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
-    epilog=exit_codes_help(),
+    epilog=exit_codes_help()
+    + "\n\n"
+    + (
+        "\b\nThe docs/ and site-profiles/ files named in --help are installed with the "
+        f"package:\n  {Path(__file__).resolve().parents[1] / 'docs'}\n"
+        f"  {Path(__file__).resolve().parents[1] / 'profiles' / 'site-profiles'}"
+    ),
 )
 @click.version_option(__version__, prog_name="condor_lumberjack")
 def cli() -> None:

@@ -10,6 +10,7 @@ import click
 from lumberjack.ap.export import Selection
 from lumberjack.cli import cli
 from lumberjack.cli.common import LumberjackGroup, emit, json_option, selection_options
+from lumberjack.cli.image_cmd import image
 from lumberjack.cli.request_options import (
     SHOWN_EXPORT,
     request_from_options,
@@ -66,6 +67,7 @@ def list_cmd(wide: bool, as_json: bool) -> None:
             "default_queue": p.default_queue.name,
             "login_host": p.login_host,
             "retired": p.retired,
+            "tested": p.tested,
             "path": str(p.path),
         }
         for p in profiles
@@ -178,22 +180,29 @@ def _list_text(profiles: list[SiteProfile], wide: bool = False) -> str:
     if not profiles:
         searched = ", ".join(str(path) for path in profile_dirs())
         return f"no site profiles found (searched: {searched})"
-    rows = [["NAME", "SYSTEM", "BATCH", "QUEUES"] + (["LOGIN HOST"] if wide else [])]
+    rows = [["NAME", "SYSTEM", "BATCH", "TESTED", "QUEUES"] + (["LOGIN HOST"] if wide else [])]
     for p in profiles:
         default = p.default_queue.name + "*"
         others = [q.name for q in p.queues if q.name != p.default_queue.name]
         if wide:
-            rows.append([p.name, p.system, p.batch_system, ", ".join([default, *others]),
-                         p.login_host])  # fmt: skip
+            rows.append([p.name, p.system, p.batch_system, _tested_word(p),
+                         ", ".join([default, *others]), p.login_host])  # fmt: skip
         else:
-            rows.append([p.name, p.system, p.batch_system,
+            rows.append([p.name, p.system, p.batch_system, _tested_word(p),
                          default + (f" +{len(others)}" if others else "")])  # fmt: skip
     if not wide:  # a long system name gives way: the other columns are needed whole
-        rest = sum(max(len(row[i]) for row in rows) + 2 for i in (0, 2, 3))
+        rest = sum(max(len(row[i]) for row in rows) + 2 for i in (0, 2, 3, 4))
         room = max(LIST_COLUMNS - rest, len("SYSTEM"))
         for row in rows:
             row[1] = row[1] if len(row[1]) <= room else row[1][: room - 3] + "..."
     return "\n".join(_table(rows))
+
+
+def _tested_word(p: SiteProfile) -> str:
+    """The TESTED column: a word of the profile's `tested` (`sites show` has it whole)."""
+    return {"end-to-end on the testbed": "end-to-end", "rendered only": "rendered"}.get(
+        p.tested, p.tested
+    )
 
 
 def _show_text(p: SiteProfile) -> str:
@@ -205,6 +214,7 @@ def _show_text(p: SiteProfile) -> str:
     fields = [
         ("profile", display_path(p.path)),
         ("source", p.source + (f" (checked {p.checked})" if p.checked else "")),
+        ("tested", p.tested + (f": {p.tested_note}" if p.tested_note else "")),
         ("login", login + ("" if p.user else "  (user: your ssh config or local name)")),
         (
             "auth",
@@ -268,3 +278,6 @@ def _schedd_text(p: SiteProfile) -> str:
     port = f"port {p.schedd.port}" if p.schedd.port else "any free port"
     address = f", reached as {p.schedd.address}" if p.schedd.address else ""
     return f"{where}, {port}{address}"
+
+
+sites.add_command(image)  # `sites image build`: its own module (lumberjack.cli.image_cmd)

@@ -36,6 +36,8 @@ class SiteProfile:
     checked: str = ""
     retired: bool = False
     successor: Optional[str] = None
+    tested: str = "untested"
+    tested_note: str = ""
     user: Optional[str] = None
     port: int = 22
     known_hosts: Optional[str] = None  # as written; see known_hosts_path()
@@ -131,6 +133,8 @@ class SiteProfile:
             "checked": self.checked,
             "retired": self.retired,
             "successor": self.successor,
+            "tested": self.tested,
+            "tested_note": self.tested_note,
             "path": str(self.path),
             "login_host": self.login_host,
             "user": self.user,

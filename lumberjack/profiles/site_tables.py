@@ -35,6 +35,7 @@ from lumberjack.profiles.value_types import (
     Scratch,
     SiteName,
     Table,
+    Tested,
     Text,
     UserName,
     port_below_65536,
@@ -56,6 +57,8 @@ class SiteTable(Table):
     checked: Annotated[StrictStr, Field(examples=['"2024-06"'])] = ""
     retired: StrictBool = False  # refused at export, launch and lease create
     successor: Optional[SiteName] = None  # named in that refusal
+    tested: Tested = "untested"  # shown by `sites list` and `sites show`
+    tested_note: Text = ""  # why: what ran (or did not) and where
     login_host: Hostname
     user: Optional[UserName] = None
     port: Annotated[

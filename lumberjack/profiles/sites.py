@@ -40,6 +40,10 @@ __all__ = [
 
 PROFILES_ENV = "LUMBERJACK_SITE_PROFILES"
 USER_PROFILE_DIR = "~/.config/condor-lumberjack/sites"
+#: The shipped profiles of the project's emulated site (testbed*.toml) are found only where
+#: the testbed is, i.e. where it exports this variable: a user's site list never names them.
+TESTBED_ENV = "LUMBERJACK_TESTBED_DIR"
+TESTBED_PREFIX = "testbed"
 
 
 def shipped_profile_dir() -> Path:
@@ -72,8 +76,18 @@ def profile_files() -> dict[str, Path]:
     for directory in profile_dirs():
         if directory.is_dir():
             for path in sorted(directory.glob("*.toml")):
-                found.setdefault(path.stem, path)
+                if not _testbed_only(path):
+                    found.setdefault(path.stem, path)
     return dict(sorted(found.items()))
+
+
+def _testbed_only(path: Path) -> bool:
+    """A shipped testbed profile while no testbed is configured (your own are kept)."""
+    return (
+        path.stem.startswith(TESTBED_PREFIX)
+        and path.parent == shipped_profile_dir()
+        and not os.environ.get(TESTBED_ENV)
+    )
 
 
 def find_profile(name: str) -> SiteProfile:
@@ -83,6 +97,8 @@ def find_profile(name: str) -> SiteProfile:
         known = ", ".join(files) or "none (see site-profiles/README.md)"
         close = difflib.get_close_matches(name, list(files), n=1)
         hint = f'; did you mean "{close[0]}"?' if close else ""
+        if (shipped_profile_dir() / f"{name}.toml").is_file():  # hidden: the testbed's
+            hint = f"; {name} is the project's emulated site, known where {TESTBED_ENV} is set"
         raise BadInput(f"unknown site '{name}'; known sites: {known}{hint}")
     return load_profile(files[name])
 

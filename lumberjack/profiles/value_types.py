@@ -164,6 +164,11 @@ GpuVendor = _choice(lambda: GPU_VENDORS, '"nvidia"')
 GpuModel = _matching(_GPU_MODEL, "is not a GPU model name", '"A100-SXM4-40GB"')
 Placement = _choice(lambda: PLACEMENTS, '"login"')
 AuthMode = _choice(lambda: AUTH_MODES, '"key"')
+#: How far lumberjack has run a site of this kind: its batch system and runtime end to end
+#: on the project's testbed (Slurm + Apptainer, Slurm + none), or its scripts rendered and
+#: checked only; a profile of your own is "untested" until you say otherwise.
+TESTED = ("end-to-end on the testbed", "rendered only", "untested")
+Tested = _choice(lambda: TESTED, '"rendered only"')
 Walltime = Annotated[int, BeforeValidator(_hhmmss), Field(examples=['"48:00:00"'])]
 Memory = Annotated[int, BeforeValidator(_memory), Field(examples=['"512GB"'])]
 Directives = Annotated[_lines(_directives), AfterValidator(_directive_prefix)]

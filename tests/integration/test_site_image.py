@@ -67,3 +67,43 @@ def test_image_runs_on_every_node(conn: Connection, image: str) -> None:
     assert sorted(by_node) == NODES, lines
     for version in by_node.values():
         assert version.startswith("$CondorVersion: 25."), lines
+
+
+def test_the_printed_step_places_the_image(site, tmp_path: Path, conn: Connection) -> None:
+    """`sites image build SITE` prints the command that puts the image at the profile's
+    [container] image: run as printed (ssh to the emulated site), it lands there whole and
+    runs. A copy of the testbed profile whose image path is a directory of its own."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    remote = "/home/hpcuser/lumberjack/place-test/lumberjack-site.sif"
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    text = (find_profile("testbed").path).read_text()
+    (profiles / "placetest.toml").write_text(
+        text.replace('name = "testbed"', 'name = "placetest"').replace(
+            'image = "/home/hpcuser/lumberjack/image/lumberjack-site.sif"', f'image = "{remote}"'
+        )
+    )
+    env = {**os.environ, "LUMBERJACK_SITE_PROFILES": str(profiles)}
+    answer = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "lumberjack", "sites", "image", "build", "placetest",
+             "--output", str(tmp_path / "image"), "--dry-run", "--json"],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    shutil.copy(testbed.ensure_site_image(testbed.rootfs_path()), answer["target"])  # "built"
+    (step,) = answer["place"]
+    try:
+        subprocess.run(["bash", "-c", step], check=True, timeout=120)
+        placed = site.home / Path(remote).relative_to("/home")
+        assert placed.stat().st_size == Path(answer["target"]).stat().st_size
+        assert not placed.with_name(placed.name + ".partial").exists()
+        out = sh(conn, f"apptainer -s exec {shlex.quote(remote)} condor_version").stdout
+        assert out.startswith("$CondorVersion: 25."), out
+    finally:
+        sh(conn, f"rm -rf {shlex.quote(str(Path(remote).parent))}")

@@ -94,6 +94,8 @@ def environment(base: Path, state: Path) -> dict[str, str]:
         HOME=str(base / "home"),
         CONDOR_CONFIG=str(empty),  # no schedd: input and state are checked first
     )
+    if os.environ.get("LUMBERJACK_TESTBED_DIR"):  # the testbed's profiles stay known
+        env["LUMBERJACK_TESTBED_DIR"] = os.environ["LUMBERJACK_TESTBED_DIR"]
     return env
 
 

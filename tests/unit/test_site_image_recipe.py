@@ -1,56 +1,128 @@
-"""The site image's recipe: lumberjack-site.def (built at real sites) and the testbed's
-build-testbed-image.sh install the same packages, listed once in packages.txt."""
+"""The site image's recipe (lumberjack/ap/site-image/): one package list and one setup
+script, rendered by `sites image build` as an Apptainer definition file and as a
+Containerfile for podman-hpc, and read by the testbed's build; the cached testbed image
+is named by the hash of what that build reads."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from lumberjack.ap import site_image
+from lumberjack.cli import cli
+
 ROOT = Path(__file__).resolve().parents[2]
-IMAGE_DIR = ROOT / "containers" / "site-image"
 sys.path.insert(0, str(ROOT / "containers" / "testbed"))
 
 import testbed  # noqa: E402
 
 
-def packages_txt() -> list[str]:
-    lines = (IMAGE_DIR / "packages.txt").read_text().splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+def render(runtime: str, out: Path, *args: str) -> dict:
+    result = CliRunner().invoke(
+        cli, ["sites", "image", "build", "--runtime", runtime, "--output", str(out),
+              "--dry-run", "--json", *args],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
 
 
-def packages_in_def() -> list[str]:
-    text = (IMAGE_DIR / "lumberjack-site.def").read_text()
-    block = re.search(r"# packages: begin.*?\n(.*?)# packages: end", text, re.S)
-    assert block, "lumberjack-site.def lost its '# packages: begin/end' markers"
-    words = block.group(1).replace("\\", " ").split()
-    assert words[:2] == ["apt-get", "install"], words
-    return [word for word in words[2:] if not word.startswith("-")]
+def test_both_recipes_install_the_one_package_list(tmp_path: Path) -> None:
+    packages = site_image.packages()
+    assert "condor" in packages and "apptainer" in packages
+    definition = Path(render("apptainer", tmp_path / "a")["files"][0]).read_text()
+    (post,) = re.findall(r"^    set -- (.*)$", definition, re.M)
+    assert post.split() == packages
+    containerfile = Path(render("podman-hpc", tmp_path / "p")["files"][0]).read_text()
+    (run,) = re.findall(r"^RUN sh /tmp/lumberjack-setup.sh (.*?) &&", containerfile, re.M)
+    assert run.split() == packages
 
 
-def test_def_and_packages_txt_agree() -> None:
-    assert sorted(packages_in_def()) == sorted(packages_txt())
-    assert "condor" in packages_txt()
+def test_both_recipes_run_the_one_setup(tmp_path: Path) -> None:
+    setup = (site_image.RECIPE_DIR / "setup.sh").read_text().splitlines()[1:]
+    definition = Path(render("apptainer", tmp_path / "a")["files"][0]).read_text()
+    post = definition.split("%post\n", 1)[1].split("\n%test", 1)[0].splitlines()[1:]
+    assert [line.strip() for line in post if line.strip()] == [
+        line.strip() for line in setup if line.strip()
+    ]
+    answer = render("podman-hpc", tmp_path / "p")
+    copied = Path(answer["files"][1])
+    assert copied.name == "setup.sh"
+    assert copied.read_bytes() == (site_image.RECIPE_DIR / "setup.sh").read_bytes()
 
 
-def test_def_writes_no_host_names() -> None:
+def test_the_base_and_recipe_hash_are_written_in(tmp_path: Path) -> None:
+    answer = render("podman-hpc", tmp_path / "p", "--base", "localhost/sid:1")
+    text = Path(answer["files"][0]).read_text()
+    assert "ARG BASE=localhost/sid:1\nFROM ${BASE}\n" in text
+    assert f"org.condor-lumberjack.recipe={site_image.recipe_hash()}" in text
+    assert answer["command"][1:] == ["build", "--build-arg", "BASE=localhost/sid:1", "-t",
+                                     "lumberjack-site:latest", str(tmp_path / "p")]  # fmt: skip
+    definition = Path(render("apptainer", tmp_path / "a")["files"][0]).read_text()
+    assert re.search(r"^Bootstrap: docker\nFrom: \{\{ BASE \}\}$", definition, re.M)
+    assert f"    BASE={site_image.DEFAULT_BASE}\n" in definition
+    assert "$CondorVersion: 25" in definition  # the build fails on another HTCondor
+
+
+def test_the_recipe_writes_no_host_names() -> None:
     # Sites build from their own configured registry/mirror: no host in the recipe.
-    for name in ("lumberjack-site.def", "build-testbed-image.sh", "packages.txt"):
-        text = (IMAGE_DIR / name).read_text()
-        assert not re.search(r"[a-z0-9-]+\.(org|net|com|io|edu)\b", text), name
-        assert "://" not in text.replace("docker://", ""), name
+    files = [*site_image.RECIPE_DIR.iterdir(), ROOT / "containers/site-image/podman-base.sh",
+             ROOT / "containers/site-image/build-testbed-image.sh"]  # fmt: skip
+    for path in files:
+        text = path.read_text()
+        assert not re.search(r"[a-z0-9-]+\.(org|net|com|io|edu|gov)\b", text), path
+        assert "://" not in text, path
 
 
-def test_def_bootstraps_from_a_base_image_and_checks_the_version() -> None:
-    text = (IMAGE_DIR / "lumberjack-site.def").read_text()
-    assert re.search(r"^Bootstrap: docker$", text, re.M)
-    assert re.search(r"^From: \{\{ BASE \}\}$", text, re.M)
-    assert "$CondorVersion: 25" in text
-
-
-def test_image_cache_name_follows_the_recipe() -> None:
-    digest = testbed.recipe_hash(testbed.SITE_IMAGE_DIR, testbed.SITE_IMAGE_RECIPE)
-    assert re.fullmatch(r"[0-9a-f]{12}", digest)
-    assert digest != testbed.recipe_hash()
+def test_the_testbed_builds_from_the_package_recipe() -> None:
+    script = (ROOT / "containers/site-image/build-testbed-image.sh").read_text()
+    assert "lumberjack/ap/site-image" in script and "lumberjack-setup.sh $packages" in script
     for name in testbed.SITE_IMAGE_RECIPE:
-        assert (testbed.SITE_IMAGE_DIR / name).is_file()
+        assert (ROOT / name).is_file()
+    assert {"lumberjack/ap/site-image/packages.txt", "lumberjack/ap/site-image/setup.sh"} <= set(
+        testbed.SITE_IMAGE_RECIPE
+    )
+    digest = testbed.recipe_hash(testbed.REPO, testbed.SITE_IMAGE_RECIPE)
+    assert re.fullmatch(r"[0-9a-f]{12}", digest) and digest != testbed.recipe_hash()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["testbed-nocontainer"], "runtime none needs no site image"),
+        ([], "name a SITE or give --runtime"),
+        (["perlmutter", "--runtime", "apptainer"], "name a SITE or give --runtime"),
+        (["nosuchsite"], "unknown site 'nosuchsite'"),
+        (["--runtime", "apptainer", "--engine", "no-such-engine"], "no-such-engine is not on PATH"),
+    ],
+)
+def test_bad_input_is_one_line_and_builds_nothing(tmp_path: Path, args, message) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["sites", "image", "build", *args, "--output", str(out),
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    answer = json.loads(result.output)
+    assert answer["ok"] is False and message in answer["error"]
+    assert not out.exists()
+
+
+def test_a_site_gets_its_runtime_and_the_step_that_places_the_image(tmp_path: Path) -> None:
+    polaris = render_site("polaris", tmp_path / "pol")
+    assert polaris["runtime"] == "apptainer" and polaris["target"].endswith(".sif")
+    (place,) = polaris["place"]
+    assert place.startswith("ssh polaris.alcf.anl.gov ") and '"$HOME/lumberjack/image/' in place
+    perlmutter = render_site("perlmutter", tmp_path / "perl")
+    assert perlmutter["runtime"] == "podman-hpc"
+    assert perlmutter["target"] == "lumberjack-site:latest"  # the profile's image
+    assert any("podman-hpc migrate lumberjack-site:latest" in s for s in perlmutter["place"])
+
+
+def render_site(site: str, out: Path) -> dict:
+    result = CliRunner().invoke(cli, ["sites", "image", "build", site, "--output", str(out),
+                                      "--dry-run", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)

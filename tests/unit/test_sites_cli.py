@@ -32,7 +32,7 @@ def test_list_text():
     result = run("sites", "list")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["NAME", "SYSTEM", "BATCH", "QUEUES"]
+    assert lines[0].split() == ["NAME", "SYSTEM", "BATCH", "TESTED", "QUEUES"]
     perlmutter = next(line for line in lines if line.startswith("perlmutter"))
     assert "NERSC Perlmutter" in perlmutter
     assert perlmutter.rstrip().endswith("regular-cpu* +3")

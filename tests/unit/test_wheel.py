@@ -10,8 +10,6 @@ import ast
 import email.message
 import email.parser
 import importlib.metadata
-import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -22,6 +20,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:
     import tomli as tomllib
+
+from conftest import load_fixture_module
 
 import lumberjack
 from lumberjack.ap.agent_zipapp import SHIPPED_PACKAGES
@@ -41,22 +41,7 @@ def package_files(under: Path = PACKAGE) -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # A fresh copy of what the build reads: a checkout's *.egg-info would add its old
-    # file list to the sdist and hide a missing package-data pattern.
-    source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(REPO / name, source / name)
-    shutil.copytree(PACKAGE, source / "lumberjack", ignore=shutil.ignore_patterns("__pycache__"))
-    out = tmp_path_factory.mktemp("dist")
-    result = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    (sdist,) = out.glob("*.tar.gz")  # the wheel is built from it
-    (wheel,) = out.glob("*.whl")
-    return wheel
+    return load_fixture_module("wheel_build").build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +132,14 @@ def test_the_wheel_holds_every_file_of_the_site_side(wheel_names: set[str]) -> N
 
 def test_the_wheel_holds_every_file_of_the_package(wheel_names: set[str]) -> None:
     assert [name for name in package_files() if name not in wheel_names] == []
+
+
+def test_the_wheel_holds_the_docs_and_the_site_image_recipe(wheel_names: set[str]) -> None:
+    # --help and the docs name docs/ files (exit codes, cron units): an installed copy
+    # has them under lumberjack/docs/, and the recipe `sites image build` renders.
+    docs = sorted((REPO / "docs").glob("*.md")) + sorted((REPO / "docs" / "cron").iterdir())
+    assert "exit-codes.md" in [path.name for path in docs]
+    names = [f"lumberjack/docs/{path.relative_to(REPO / 'docs').as_posix()}" for path in docs]
+    assert [name for name in names if name not in wheel_names] == []
+    recipe = {"packages.txt", "setup.sh", "lumberjack-site.def.in", "Containerfile.in"}
+    assert {f"lumberjack/ap/site-image/{name}" for name in recipe} <= wheel_names
