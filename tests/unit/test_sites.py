@@ -32,6 +32,9 @@ REAL_SITES = [
     "perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta",
     "aurora", "stampede3",
 ]  # fmt: skip
+#: Profiles checked on 2026-11-27: Grace-Hopper (aarch64) and European machines (issue 37);
+#: their own tests are in test_sites_new_machines.py.
+NEW_SITES = ["vista"]
 TESTBED_SITES = [
     "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
 ]  # fmt: skip
@@ -91,19 +94,19 @@ def error_of(path: Path) -> str:
 
 def test_every_shipped_profile_loads():
     names = [profile.name for profile in list_profiles()]
-    assert names == sorted([*TESTBED_SITES, *REAL_SITES])
+    assert names == sorted([*TESTBED_SITES, *REAL_SITES, *NEW_SITES])
 
 
 def test_profiles_are_found_through_the_package():
     shipped = resources.files("lumberjack.profiles") / "site-profiles"
     names = sorted(item.name for item in shipped.iterdir() if item.name.endswith(".toml"))
-    assert names == sorted(f"{name}.toml" for name in [*TESTBED_SITES, *REAL_SITES])
+    assert names == sorted(f"{name}.toml" for name in [*TESTBED_SITES, *REAL_SITES, *NEW_SITES])
     assert (shipped / "README.md").is_file()
     assert shipped_profile_dir() == Path(str(shipped)) == PACKAGED
     assert profile_files()["perlmutter"] == PACKAGED / "perlmutter.toml"
 
 
-@pytest.mark.parametrize("name", ["testbed", *REAL_SITES])
+@pytest.mark.parametrize("name", ["testbed", *REAL_SITES, *NEW_SITES])
 def test_shipped_profiles_name_their_source_and_date(name):
     head = (SHIPPED / f"{name}.toml").read_text().split("\n[site]")[0]
     assert "Source:" in head
@@ -356,7 +359,7 @@ def test_a_broken_profile_is_reported_and_skipped(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
     loaded, broken = load_profiles()
     names = [profile.name for profile in loaded]
-    assert names == sorted([*TESTBED_SITES, *REAL_SITES, "mysite"])
+    assert names == sorted([*TESTBED_SITES, *REAL_SITES, *NEW_SITES, "mysite"])
     assert [line.split(":")[0] for line in broken] == [
         "skipped extra/broken.toml",  # shown relative to the current directory
         "skipped extra/wrongkey.toml",
