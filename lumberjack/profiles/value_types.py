@@ -29,9 +29,10 @@ from lumberjack.core.units import format_walltime, parse_hhmmss, parse_memory, p
 from lumberjack.site.batch import SYSTEMS
 from lumberjack.site.gpus import GPU_VENDORS
 
-# "podman-hpc" (NERSC) and "none" (HTCondor from a release tarball) are accepted so that
-# profiles can say what the centre documents; see site-profiles/README.md for what runs.
-RUNTIMES = ("apptainer", "singularity", "podman-hpc", "none")
+# "podman-hpc" (NERSC), "container-engine" (CSCS) and "none" (HTCondor from a release
+# tarball) are accepted so that profiles can say what the centre documents; see
+# site-profiles/README.md for what runs.
+RUNTIMES = ("apptainer", "singularity", "podman-hpc", "container-engine", "none")
 # "login": the remote schedd lives on the login node; "allocation": inside the pilots' batch
 # allocation, for sites whose login nodes must not host long-running services.
 PLACEMENTS = ("login", "allocation")

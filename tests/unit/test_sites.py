@@ -34,7 +34,7 @@ REAL_SITES = [
 ]  # fmt: skip
 #: Profiles checked on 2026-11-27: Grace-Hopper (aarch64) and European machines (issue 37);
 #: their own tests are in test_sites_new_machines.py.
-NEW_SITES = ["vista"]
+NEW_SITES = ["vista", "alps"]
 TESTBED_SITES = [
     "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
 ]  # fmt: skip
@@ -405,9 +405,8 @@ def test_unknown_site_names_the_known_ones():
         find_profile("perlmuter")
     message = str(info.value)
     assert message.startswith(
-        "unknown site 'perlmuter'; known sites: anvil, aurora, bridges2, delta, expanse, "
-        "frontier, perlmutter, polaris, stampede3, testbed, testbed-alloc, testbed-mfa, "
-        "testbed-mfa-nosharing, testbed-nocontainer, theta"
+        "unknown site 'perlmuter'; known sites: "
+        + ", ".join(sorted([*REAL_SITES, *NEW_SITES, *TESTBED_SITES]))
     )
     assert message.endswith('did you mean "perlmutter"?')
 
@@ -486,7 +485,7 @@ def test_runtime_none_ships_a_tarball(tmp_path, monkeypatch):
          "write e.g. max_running_jobs = 64"),
         ({"[container]": '[container]\nruntime = "shifter"'},
          'foo.toml: [container].runtime "shifter" is not one of the choices; '
-         'write "apptainer" or "singularity" or "podman-hpc" or "none"'),
+         'write "apptainer" or "singularity" or "podman-hpc" or "container-engine" or "none"'),
         ({"[container]": '[container]\nruntime = "none"'},
          'foo.toml: [container] runtime "none" needs the HTCondor release tarball lumberjack '
          'ships to the site; add e.g. condor_tarball = "~/htcondor/condor-25.0.0-x86_64_x.tar.gz"'),
