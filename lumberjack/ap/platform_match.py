@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from lumberjack.ap.clauses import evaluate, unwrap
+from lumberjack.ap.clauses import evaluate, split_and, unwrap
 from lumberjack.core.slot_ad import ARCHES, OS_VERSION_ATTRS, SITE_IMAGE, UNKNOWN_LINUX, Platform
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.queue_tables import Queue
@@ -54,6 +54,21 @@ def _arches_taken(clause: Any, scope: Any, slot: Any) -> list[str]:
         else:
             slot["Arch"] = had
     return taken
+
+
+def arch_takes(ad: Any, arch: str) -> bool:
+    """Whether the job's Requirements clauses about `Arch` are true on `arch` nodes (a
+    hint must not name a queue whose architecture the job refuses)."""
+    import classad2
+
+    if "Requirements" not in ad:
+        return True
+    slot = classad2.ClassAd({"Arch": arch})
+    for part in split_and(str(ad.lookup("Requirements"))):
+        clause = classad2.ExprTree(part)
+        if _reads(clause, ad, ("Arch",)) and evaluate(clause, ad, slot) is not True:
+            return False
+    return True
 
 
 def platform_reason(

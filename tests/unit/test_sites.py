@@ -34,7 +34,7 @@ REAL_SITES = [
 ]  # fmt: skip
 #: Profiles checked on 2026-11-27: Grace-Hopper (aarch64) and European machines (issue 37);
 #: their own tests are in test_sites_new_machines.py.
-NEW_SITES = ["vista", "alps"]
+NEW_SITES = ["vista", "alps", "lumi", "leonardo"]
 TESTBED_SITES = [
     "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
 ]  # fmt: skip
