@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lumberjack.ap.clauses import evaluate, parse_ad, split_and, unwrap
+from lumberjack.ap.platform_match import arch_takes
 from lumberjack.core.gpu_devices import CAPABILITY, MEMORY, NAME, GpuDevice, slot_attributes
 from lumberjack.core.slot_ad import ad_text, quote
 from lumberjack.profiles.model import SiteProfile
@@ -130,8 +131,9 @@ def _has(queue: Queue, text: str) -> str:
 
 
 def _meets(ad: Any, queue: Queue) -> bool:
-    """Whether `queue`'s devices take the job's GPU requirement (RequestGPUs of them)."""
-    if queue.gpus_per_node <= 0:
+    """Whether `queue`'s devices take the job's GPU requirement (RequestGPUs of them),
+    on nodes of an architecture the job takes."""
+    if queue.gpus_per_node <= 0 or not arch_takes(ad, queue.arch):
         return False
     slot = parse_ad(ad_text(slot_attributes(queue_devices(queue, queue.gpus_per_node))))
     return _count_at_least(ad, slot, f"({ad.lookup('RequireGPUs')}) =?= true")

@@ -21,12 +21,10 @@ from typing import Any
 
 from lumberjack.ap import gpu_match
 from lumberjack.ap.clauses import evaluate, parse_ad, split_and, unwrap
+from lumberjack.ap.platform_match import platform_of, platform_reason
 from lumberjack.core.classad_text import unquote_string
 from lumberjack.core.slot_ad import (
     RETIRE_START,
-    SITE_IMAGE,
-    UNKNOWN_LINUX,
-    Platform,
     SlotResources,
     ad_text,
     slot_ad,
@@ -121,12 +119,6 @@ class Analysis:
 # ---- the slot ---------------------------------------------------------------------------
 
 
-def platform_of(profile: SiteProfile) -> Platform:
-    """The OS the startds run on: the project's site image, or (runtime "none", a
-    site's own HTCondor) only that it is Linux."""
-    return UNKNOWN_LINUX if profile.container.runtime == "none" else SITE_IMAGE
-
-
 def site_slot(profile: SiteProfile, request: ResourceRequest) -> dict[str, str]:
     """The slot ad each pilot node advertises for `request` at `profile`'s site."""
     queue = profile.queue(request.queue)
@@ -141,7 +133,7 @@ def site_slot(profile: SiteProfile, request: ResourceRequest) -> dict[str, str]:
     container = isolates(profile.container.runtime)
     start = f"({RETIRE_START}) && {JOB_GUARD}" if container else RETIRE_START
     return slot_ad(
-        resources, platform_of(profile), start=start, container=container,
+        resources, platform_of(profile, queue), start=start, container=container,
         retire_time=int(time.time()) + request.walltime_s,
     )  # fmt: skip
 
@@ -292,7 +284,10 @@ def _reasons(
             if str(clause) not in unknown:
                 unknown.append(str(clause))
             continue
-        reasons.append(_clause_reason(unwrap(str(clause)), scope is slot, profile))
+        platform = None if scope is slot else platform_reason(clause, scope, slot, profile, request)
+        reasons.append(
+            platform or _clause_reason(unwrap(str(clause)), scope is slot, profile, request)
+        )
     if reasons or undecided:
         return reasons
     return ["does not match the slot ad (see `sites check --json`)"]
@@ -463,7 +458,9 @@ def _any_gpus(profile: SiteProfile) -> bool:
 _CLOCK = re.compile(r"\btime\s*\(|\bCurrentTime\b", re.IGNORECASE)
 
 
-def _clause_reason(clause: str, of_slot: bool, profile: SiteProfile) -> str:
+def _clause_reason(
+    clause: str, of_slot: bool, profile: SiteProfile, request: ResourceRequest
+) -> str:
     if of_slot:
         return f"the pilots' START refuses it ({clause}); no flag changes that"
     if _CLOCK.search(clause):
@@ -472,9 +469,10 @@ def _clause_reason(clause: str, of_slot: bool, profile: SiteProfile) -> str:
             f"Requirements ({clause}) is false at this time (it reads the clock): "
             "no flag helps; change it in the submit file"
         )
+    platform = platform_of(profile, profile.queue(request.queue)).describe()
     return (
-        f"Requirements ({clause}) is false for the site image ("
-        f"{platform_of(profile).describe()}): no flag helps; change it in the submit file"
+        f"Requirements ({clause}) is false for the site image ({platform}): no flag helps; "
+        "change it in the submit file"
     )
 
 

@@ -16,6 +16,9 @@ from lumberjack.core.gpu_devices import GpuDevice, slot_attributes
 #: lumberjack's own startd attributes (see remote_pool.pilot_config).
 PILOT_ATTR = "LUMBERJACK_PILOT"
 RETIRE_ATTR = "LUMBERJACK_RETIRE_TIME"
+#: HTCondor's `Arch` spellings of the machines profiles describe (`condor_config_val ARCH`):
+#: a queue's nodes are one of these (profiles/queue_tables.py).
+ARCHES = ("X86_64", "aarch64")
 #: The pilot startd's own START: no new job once the allocation is about to end.
 RETIRE_START = f"time() < {RETIRE_ATTR}"
 
@@ -54,6 +57,9 @@ SITE_IMAGE = Platform(
     arch="X86_64",
     condor_version="$CondorVersion: 25.14.1 2026-10-16 PackageID: 25.14.1+dfsg-1 $",
 )  # fmt: skip
+#: The OS attributes a job may name to ask for an OS version; the site image's are not a
+#: released version (HTCondor 25 is packaged only in sid; see docs/jobs.md).
+OS_VERSION_ATTRS = ("OpSysAndVer", "OpSysMajorVer", "OpSysVer", "OpSysName", "OpSysLongName")
 #: A site-provided HTCondor (runtime "none"): only that it is Linux is known beforehand.
 UNKNOWN_LINUX = Platform()
 

@@ -39,6 +39,18 @@ class ProfileFile(Table):
         return queues
 
     @model_validator(mode="after")
+    def _login_node_runs_no_container(self) -> ProfileFile:
+        # CSCS's Container Engine starts containers only in Slurm jobs (site/runtime.py).
+        if self.container.runtime == "container-engine" and self.schedd.placement != "allocation":
+            raise problem(
+                'runtime "container-engine" runs nothing on the login node; write '
+                'placement = "allocation"',
+                key=("schedd", "placement"),
+                show=False,
+            )
+        return self
+
+    @model_validator(mode="after")
     def _default_queue_fits(self) -> ProfileFile:
         named = self.defaults.queue
         if named is not None and not any(q.name == named for q in self.queues):

@@ -26,6 +26,7 @@ from lumberjack.core.shell_safe import CHUNK_RESOURCE
 from lumberjack.profiles.value_types import (
     QUEUE_NAME,
     Allocation,
+    Arch,
     ChunkResources,
     Directives,
     GpuModel,
@@ -57,6 +58,9 @@ class Queue(Table):
     max_nodes: Annotated[StrictInt, Field(ge=1)]
     cores_per_node: Annotated[StrictInt, Field(ge=1)]
     memory_per_node_mb: Memory = Field(alias="memory_per_node")
+    # The nodes' CPU architecture in HTCondor's spelling (the slot ad's Arch): a job
+    # submitted on an x86_64 machine requires X86_64 unless it says otherwise.
+    arch: Arch = "X86_64"
     gpus_per_node: Annotated[StrictInt, Field(ge=0)] = 0
     gpu_vendor: Optional[GpuVendor] = None  # picks the runtime's device passthrough
     gpu_model: Optional[GpuModel] = None

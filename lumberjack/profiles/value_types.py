@@ -24,13 +24,15 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from lumberjack.core.shell_safe import DIRECTIVE_WORD, REMOTE_PATH
+from lumberjack.core.slot_ad import ARCHES
 from lumberjack.core.units import format_walltime, parse_hhmmss, parse_memory, parse_walltime
 from lumberjack.site.batch import SYSTEMS
 from lumberjack.site.gpus import GPU_VENDORS
 
-# "podman-hpc" (NERSC) and "none" (HTCondor from a release tarball) are accepted so that
-# profiles can say what the centre documents; see site-profiles/README.md for what runs.
-RUNTIMES = ("apptainer", "singularity", "podman-hpc", "none")
+# "podman-hpc" (NERSC), "container-engine" (CSCS) and "none" (HTCondor from a release
+# tarball) are accepted so that profiles can say what the centre documents; see
+# site-profiles/README.md for what runs.
+RUNTIMES = ("apptainer", "singularity", "podman-hpc", "container-engine", "none")
 # "login": the remote schedd lives on the login node; "allocation": inside the pilots' batch
 # allocation, for sites whose login nodes must not host long-running services.
 PLACEMENTS = ("login", "allocation")
@@ -161,6 +163,7 @@ Allocation = _matching(DIRECTIVE_WORD, "is not a project name", '"m1234"')
 BatchSystemName = _choice(lambda: tuple(SYSTEMS), '"slurm"')
 Runtime = _choice(lambda: RUNTIMES, '"apptainer"')
 GpuVendor = _choice(lambda: GPU_VENDORS, '"nvidia"')
+Arch = _choice(lambda: ARCHES, '"aarch64"')
 GpuModel = _matching(_GPU_MODEL, "is not a GPU model name", '"A100-SXM4-40GB"')
 Placement = _choice(lambda: PLACEMENTS, '"login"')
 AuthMode = _choice(lambda: AUTH_MODES, '"key"')

@@ -1,5 +1,5 @@
-"""How the site runs HTCondor: in a container (Apptainer, Singularity, podman-hpc) or
-straight from a release that lumberjack ships (runtime "none").
+"""How the site runs HTCondor: in a container (Apptainer, Singularity, podman-hpc, CSCS's
+Container Engine) or straight from a release that lumberjack ships (runtime "none").
 
 One small class per runtime, as the profile's `[container] runtime` names it; the base
 class holds what they share. Each knows how to
@@ -158,6 +158,9 @@ class ContainerRuntime:
     def missing_image(self) -> str | None:
         """Why the pool cannot start with this image (one line), or None."""
         return None
+
+    def write_files(self) -> None:
+        """Files the runtime needs in the export's directory before a launch (none)."""
 
     # -- what the agent calls on the login node ----------------------------------------
 
@@ -388,6 +391,79 @@ class PodmanHPC(ContainerRuntime):
 
 
 @dataclass(frozen=True)
+class ContainerEngine(ContainerRuntime):
+    """CSCS's Container Engine (Alps): a container exists only inside a Slurm job, entered
+    with `srun --environment=EDF`, where EDF is a TOML file naming the image and mounts.
+
+    Rendered from documentation only; no Alps was at hand to run it. Checked against
+    CSCS's documentation repository (https://github.com/eth-cscs/cscs-docs at 80abed13,
+    2026-08-20): docs/software/container-engine/run.md (`--environment` takes an
+    absolute EDF path, for `srun` and `salloc`; every task of a node shares one
+    container) and edf.md (`image`: a registry reference or a local SquashFS file;
+    `mounts`: "SOURCE:DESTINATION[:FLAGS]"; `workdir`; `writable`, default true).
+    CSCS's login nodes run no containers ("Use Slurm on the login node to launch a
+    program inside the environment", index.md), so the pool runs inside the allocation
+    (profiles with this runtime need [schedd] placement = "allocation"), and a command
+    on a node is a step of the pilot's own job on that node (`srun --overlap`). GPUs
+    come through the Engine's own hooks, not flags of ours.
+    """
+
+    NAME: ClassVar[str] = "container-engine"
+    EDF_NAME: ClassVar[str] = "lumberjack-site.edf.toml"
+
+    @property
+    def edf_path(self) -> str:
+        """Where the agent writes the EDF: in the export's own directory."""
+        return posixpath.join(self.root, self.EDF_NAME)
+
+    def edf_text(self) -> str:
+        """The EDF: the site image, the export's directory and the profile's binds at
+        their own paths (a bind without a destination keeps its path)."""
+        from lumberjack.site.templating import render
+
+        mounts = [bind if ":" in bind else f"{bind}:{bind}" for bind in _binds_of(self)]
+        quoted = ", ".join(_toml_string(mount) for mount in mounts)
+        return render(
+            __package__, "templates/edf.toml.tmpl", image=_toml_string(self.image),
+            workdir=_toml_string(self.root), mounts=quoted,
+        )  # fmt: skip
+
+    def write_files(self) -> None:
+        Path(self.edf_path).write_text(self.edf_text())
+
+    def prefix(self, config: str) -> list[str]:
+        # A step of the pilot's job on this node only, sharing its resources (--overlap).
+        words = ["srun", "--overlap", "--nodes=1", "--ntasks=1"]
+        node = ['--nodelist="$SLURMD_NODENAME"', '--jobid="$SLURM_JOB_ID"']
+        tail = [f"--environment={self.edf_path}", "env", f"CONDOR_CONFIG={config}"]
+        return [*words, *node, *(shlex.quote(word) for word in tail)]
+
+    def argv(self, config: str, *command: str) -> list[str]:
+        raise RuntimeFailure(_NO_LOGIN_CONTAINER)
+
+    def run_fresh(self, config: str, *command: str) -> tuple[int, str]:
+        raise RuntimeFailure(_NO_LOGIN_CONTAINER)
+
+    def missing_image(self) -> str | None:
+        image = self.image
+        if image.startswith("/") and not os.path.isfile(image):
+            return f"no site image at {image} (a SquashFS file: see docs/site-profiles.md)"
+        return None
+
+
+#: Why no HTCondor command runs on a CSCS login node.
+_NO_LOGIN_CONTAINER = (
+    "the Container Engine runs containers only inside Slurm jobs: nothing of the pool "
+    'runs on the login node; use [schedd] placement = "allocation"'
+)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
 class NoContainer(ContainerRuntime):
     """HTCondor straight from the release lumberjack shipped and unpacked under the
     site's base directory (shared with the compute nodes): PATH, LD_LIBRARY_PATH (when
@@ -440,7 +516,7 @@ SHARE = {release}/share"""
 
 
 RUNTIMES: dict[str, type[ContainerRuntime]] = {
-    cls.NAME: cls for cls in (Apptainer, Singularity, PodmanHPC, NoContainer)
+    cls.NAME: cls for cls in (Apptainer, Singularity, PodmanHPC, ContainerEngine, NoContainer)
 }
 
 

@@ -31,20 +31,26 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def clusters(access_point) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    """One real cluster per case, submitted once as the submitter."""
+def submit_cases(name: str, cases: dict[str, dict[str, str]]) -> tuple[Path, dict[str, int]]:
+    """One real cluster of one job per case (its submit lines), submitted as the
+    submitter from a fresh job directory (returned, for more)."""
     import os
     import shutil
 
     import testbed
 
-    work = testbed.testbed_dir() / "work" / f"preflight-{os.getpid()}"
+    work = testbed.testbed_dir() / "work" / f"{name}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     os.chown(work, testbed.SUBMITTER_UID, testbed.SUBMITTER_UID)
     job_dir = make_job_dir(work)
-    found = {case: submit(job_dir, 1, **extra) for case, (extra, _) in CASES.items()}
+    return job_dir, {case: submit(job_dir, 1, **extra) for case, extra in cases.items()}
+
+
+@pytest.fixture(scope="module")
+def clusters(access_point) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """One real cluster per case, submitted once as the submitter."""
+    job_dir, found = submit_cases("preflight", {case: extra for case, (extra, _) in CASES.items()})
     found["2 cores 1GB"] = submit(job_dir, 2, request_cpus="2", request_memory="1GB")
     return found
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import load_fixture_module
-from test_sites import REAL_SITES, TESTBED_SITES, error_of, write_profile
+from test_sites import NEW_SITES, REAL_SITES, TESTBED_SITES, error_of, write_profile
 
 from lumberjack.core.contract import ExportLayout, LaunchPlan, from_json, to_json
 from lumberjack.profiles.sites import find_profile, load_profile
@@ -44,7 +44,7 @@ def settings(**overrides) -> PoolSettings:
 # ---- profiles ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", REAL_SITES + TESTBED_SITES)
+@pytest.mark.parametrize("name", REAL_SITES + NEW_SITES + TESTBED_SITES)
 def test_every_gpu_queue_names_vendor_and_model(name: str) -> None:
     profile = find_profile(name)
     for queue in profile.queues:
@@ -55,7 +55,7 @@ def test_every_gpu_queue_names_vendor_and_model(name: str) -> None:
             assert (queue.gpu_vendor, queue.gpu_model) == (None, None), (name, queue.name)
 
 
-@pytest.mark.parametrize("name", REAL_SITES)
+@pytest.mark.parametrize("name", REAL_SITES + NEW_SITES)
 def test_real_profiles_never_simulate_gpus(name: str) -> None:
     assert not any(queue.simulate_gpus for queue in find_profile(name).queues)
 

@@ -124,10 +124,11 @@ def test_resource_refusals_name_the_fix(case: str, testbed) -> None:  # type: ig
 
 
 def test_an_os_requirement_names_the_site_image(testbed) -> None:  # type: ignore[no-untyped-def]
-    ads = [job(4, requirements='TARGET.OpSysAndVer == "NoSuchOS9"'), job(5)]
+    # (An OS version is refused with its own line: test_platform_match.py.)
+    ads = [job(4, requirements='TARGET.OpSys == "WINDOWS"'), job(5)]
     analysis = matchmaking.analyze(ads, testbed, build_request(testbed))
     assert analysis.lines() == [
-        'cluster 4: Requirements (TARGET.OpSysAndVer == "NoSuchOS9") is false for the site '
+        'cluster 4: Requirements (TARGET.OpSys == "WINDOWS") is false for the site '
         "image (OpSys LINUX, OpSysAndVer Debian0, Arch X86_64): no flag helps; change it in "
         "the submit file"
     ]

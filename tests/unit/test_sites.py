@@ -32,6 +32,9 @@ REAL_SITES = [
     "perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta",
     "aurora", "stampede3",
 ]  # fmt: skip
+#: Profiles checked on 2026-11-27: Grace-Hopper (aarch64) and European machines (issue 37);
+#: their own tests are in test_sites_new_machines.py.
+NEW_SITES = ["vista", "alps", "lumi", "leonardo"]
 TESTBED_SITES = [
     "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
 ]  # fmt: skip
@@ -91,19 +94,19 @@ def error_of(path: Path) -> str:
 
 def test_every_shipped_profile_loads():
     names = [profile.name for profile in list_profiles()]
-    assert names == sorted([*TESTBED_SITES, *REAL_SITES])
+    assert names == sorted([*TESTBED_SITES, *REAL_SITES, *NEW_SITES])
 
 
 def test_profiles_are_found_through_the_package():
     shipped = resources.files("lumberjack.profiles") / "site-profiles"
     names = sorted(item.name for item in shipped.iterdir() if item.name.endswith(".toml"))
-    assert names == sorted(f"{name}.toml" for name in [*TESTBED_SITES, *REAL_SITES])
+    assert names == sorted(f"{name}.toml" for name in [*TESTBED_SITES, *REAL_SITES, *NEW_SITES])
     assert (shipped / "README.md").is_file()
     assert shipped_profile_dir() == Path(str(shipped)) == PACKAGED
     assert profile_files()["perlmutter"] == PACKAGED / "perlmutter.toml"
 
 
-@pytest.mark.parametrize("name", ["testbed", *REAL_SITES])
+@pytest.mark.parametrize("name", ["testbed", *REAL_SITES, *NEW_SITES])
 def test_shipped_profiles_name_their_source_and_date(name):
     head = (SHIPPED / f"{name}.toml").read_text().split("\n[site]")[0]
     assert "Source:" in head
@@ -356,7 +359,7 @@ def test_a_broken_profile_is_reported_and_skipped(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(tmp_path / "extra"))
     loaded, broken = load_profiles()
     names = [profile.name for profile in loaded]
-    assert names == sorted([*TESTBED_SITES, *REAL_SITES, "mysite"])
+    assert names == sorted([*TESTBED_SITES, *REAL_SITES, *NEW_SITES, "mysite"])
     assert [line.split(":")[0] for line in broken] == [
         "skipped extra/broken.toml",  # shown relative to the current directory
         "skipped extra/wrongkey.toml",
@@ -402,9 +405,8 @@ def test_unknown_site_names_the_known_ones():
         find_profile("perlmuter")
     message = str(info.value)
     assert message.startswith(
-        "unknown site 'perlmuter'; known sites: anvil, aurora, bridges2, delta, expanse, "
-        "frontier, perlmutter, polaris, stampede3, testbed, testbed-alloc, testbed-mfa, "
-        "testbed-mfa-nosharing, testbed-nocontainer, theta"
+        "unknown site 'perlmuter'; known sites: "
+        + ", ".join(sorted([*REAL_SITES, *NEW_SITES, *TESTBED_SITES]))
     )
     assert message.endswith('did you mean "perlmutter"?')
 
@@ -483,7 +485,7 @@ def test_runtime_none_ships_a_tarball(tmp_path, monkeypatch):
          "write e.g. max_running_jobs = 64"),
         ({"[container]": '[container]\nruntime = "shifter"'},
          'foo.toml: [container].runtime "shifter" is not one of the choices; '
-         'write "apptainer" or "singularity" or "podman-hpc" or "none"'),
+         'write "apptainer" or "singularity" or "podman-hpc" or "container-engine" or "none"'),
         ({"[container]": '[container]\nruntime = "none"'},
          'foo.toml: [container] runtime "none" needs the HTCondor release tarball lumberjack '
          'ships to the site; add e.g. condor_tarball = "~/htcondor/condor-25.0.0-x86_64_x.tar.gz"'),

@@ -73,7 +73,7 @@ def test_show_text_and_json():
 def test_show_unknown_site_exits_2():
     result = run("sites", "show", "nowhere")
     assert result.exit_code == 2
-    assert result.output.startswith("error: unknown site 'nowhere'; known sites: anvil")
+    assert result.output.startswith("error: unknown site 'nowhere'; known sites: alps, anvil")
     result = run("sites", "show", "nowhere", "--json")
     assert result.exit_code == 2
     assert json.loads(result.stdout)["ok"] is False

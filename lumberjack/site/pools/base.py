@@ -137,6 +137,7 @@ class Pool:
         missing = self.runtime.missing_image()
         if missing:
             raise AgentError(missing)
+        self.runtime.write_files()
 
     def write_node_script(self, text: str) -> None:
         Path(self.layout.node_script).write_text(text)
