@@ -122,7 +122,7 @@ def test_a_cluster_ads_release_expression_counts_for_its_procs(layout: ExportLay
 
 
 def test_status_text_says_what_the_held_jobs_mean() -> None:
-    from lumberjack.cli.site_cmd import _held_line
+    from lumberjack.cli.status_cmd import _held_line
 
     assert _held_line({"jobs": {"completed": 2}}) == ""  # an agent from before: nothing
     assert _held_line({"held_final": 1, "releasable": 0}) == "  held:   1 for good\n"
