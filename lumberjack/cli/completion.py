@@ -63,9 +63,11 @@ def complete_queue(
 ) -> list[CompletionItem]:
     """The queues of the site named earlier on the line (--site, or `sites check SITE`);
     none before a site is named."""
-    from lumberjack.profiles.sites import find_profile
+    from lumberjack.profiles.sites import find_profile, profile_files
 
-    site = ctx.params.get("site")
+    # `sites check SITE --queue <TAB>`: while --queue waits for its value, click leaves
+    # the words before it unparsed (in ctx.args), so SITE is looked for there too.
+    site = ctx.params.get("site") or next((w for w in ctx.args if w in profile_files()), None)
     if not site:
         return []
     try:

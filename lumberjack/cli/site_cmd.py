@@ -62,8 +62,11 @@ def _one_step(
 
 
 def _summary(result: dict[str, Any]) -> str:
+    """A step's answer as text: one line per key, its value in words (never a repr)."""
     return "\n".join(
-        f"  {skipped_line(value)}" if key == "skipped" else f"  {key}: {text_of(value)}"
+        f"  {skipped_line(value)}"
+        if key == "skipped"
+        else f"  {key.replace('_', ' ')}: {text_of(value)}"
         for key, value in result.items()
         if key != "skipped" or value
     )

@@ -73,7 +73,7 @@ def _job(ledger: Ledger, job_id: str, as_json: bool) -> None:
     for holding in held:
         r = holding.record
         state = holding.site_state()
-        at_site = (f"{state} at the site" if state else _last_text(r)) if r.site else "-"
+        at_site = (f"{state} (last status)" if state else _last_text(r)) if r.site else "-"
         jobs = ", ".join(holding.jobs[:8]) + (" ..." if len(holding.jobs) > 8 else "")
         lines.append(
             f"job {jobs}: export {r.name} (phase {r.phase.value}, site {r.site or '-'}, "

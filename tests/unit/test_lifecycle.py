@@ -4,7 +4,6 @@ state machine (`advance`, `sync`, each step) against a fake site, in seconds."""
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -176,20 +175,7 @@ site_bundle = load_fixture("site_bundle")
 @pytest.fixture
 def at_site(ledger: Ledger, tmp_path: Path):  # -> (record, FakeSite, FakeSchedd)
     """An exported export with a real bundle (two jobs), its site and its local schedd."""
-    bundle = site_bundle.build(tmp_path / "calib")
-    ledger.create(
-        "calib", site="testbed", bundle_dir=bundle, remote_spool="/home/hpcuser/lj/calib/spool",
-        owner=site_bundle.BUNDLE_OWNER, clusters=[site_bundle.CLUSTER], jobs=["7.0", "7.1"],
-        info={"remote_dir": "/home/hpcuser/lj/calib",
-              "request": plans.request_info(
-                  build_request(find_profile("testbed"), nodes=3, cores=2, walltime="30m"))},
-    )  # fmt: skip
-    ledger.move("calib", "export")
-    ledger.move("calib", "export")
-    site = fake.FakeSite(
-        site_bundle.queue_ads, json.loads((bundle / "manifest.json").read_text())["remote_spool"]
-    )
-    return ledger.get("calib"), site, fake.FakeSchedd()
+    return fake.exported_at_site(ledger, tmp_path)
 
 
 def phase_changes(ledger: Ledger, name: str = "calib") -> list[str]:
