@@ -45,13 +45,6 @@ def complete_export(
     return _starting(_ledger_names(), incomplete)
 
 
-def complete_export_or_job(
-    ctx: click.Context, param: click.Parameter, incomplete: str
-) -> list[CompletionItem]:
-    """`status`: export names (a job id is typed, not completed)."""
-    return complete_export(ctx, param, incomplete)
-
-
 def complete_lease(
     _ctx: click.Context, _param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:

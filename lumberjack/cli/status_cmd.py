@@ -11,15 +11,15 @@ import click
 
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, text_table
-from lumberjack.cli.completion import complete_export_or_job
+from lumberjack.cli.completion import complete_export
 from lumberjack.errors import BadInput
 from lumberjack.state import job_lookup, lifecycle, phases, steps
 from lumberjack.state.ledger import ExportRecord, Ledger
 
 
 @cli.command("status")
-@click.argument("name", required=False, metavar="[NAME | JOBID]",
-                shell_complete=complete_export_or_job)  # fmt: skip
+# Completion offers export names; a job id is typed.
+@click.argument("name", required=False, metavar="[NAME | JOBID]", shell_complete=complete_export)
 @json_option
 def status_command(name: str | None, as_json: bool) -> None:
     """Where your exports and their jobs are, as condor_q is asked.
