@@ -10,6 +10,7 @@ import click
 
 from lumberjack import __version__
 from lumberjack.cli import cli
+from lumberjack.cli.common import emit, json_option
 from lumberjack.errors import EXIT_CODES
 
 PROG = "condor_lumberjack"
@@ -86,7 +87,8 @@ def render() -> str:
 
 
 @cli.command("manpage")
-def manpage_command() -> None:
+@json_option
+def manpage_command(as_json: bool) -> None:
     """Print the man page (roff), generated from this command line.
 
     \b
@@ -94,4 +96,8 @@ def manpage_command() -> None:
       condor_lumberjack manpage > condor_lumberjack.1 && man ./condor_lumberjack.1
       condor_lumberjack manpage | sudo tee /usr/local/share/man/man1/condor_lumberjack.1
     """
-    click.echo(render(), nl=False)
+    page = render()
+    if as_json:
+        emit(True, {"ok": True, "format": "roff", "page": page})
+    else:
+        click.echo(page, nl=False)

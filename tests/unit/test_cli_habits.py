@@ -267,6 +267,9 @@ def test_manpage_covers_every_command_option_and_exit_code() -> None:
 
     result = invoke("manpage")
     assert result.exit_code == 0 and result.stdout == render()
+    assert json.loads(invoke("manpage", "--json").stdout) == {
+        "ok": True, "format": "roff", "page": render(),
+    }  # fmt: skip
     page = result.stdout
     assert page.startswith(".TH CONDOR_LUMBERJACK 1 ")
     for name in COMMAND_MODULES:
