@@ -4,6 +4,7 @@ where, in what phase, and its state at the site as the last status saw it."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -65,9 +66,13 @@ def _overview(ledger: Ledger, as_json: bool) -> None:
 def _job(ledger: Ledger, job_id: str, as_json: bool) -> None:
     held = job_lookup.exports_holding(ledger, job_id)
     if not held:
+        root = "" if os.geteuid() == 0 else (
+            "; an export root made for you is in root's ledger (sudo condor_lumberjack "
+            f"status {job_id})"
+        )  # fmt: skip
         raise BadInput(
             f"no export holds job {job_id} in {ledger.path} (and no export is named so): "
-            "it was never exported from this account, or its export was cleaned up"
+            f"it was never exported from this account, or its export was cleaned up{root}"
         )
     lines = []
     for holding in held:
