@@ -20,7 +20,7 @@ install: $(VENV)/.installed
 test: install
 	$(TESTBED) build
 	$(DOCKER_TIER) install || echo "docker tier: cannot install a Docker engine here"
-	$(PY) -m pytest tests -ra
+	$(PY) -m pytest tests -ra --durations=25
 
 unit: install
 	$(PY) -m pytest tests/unit -q

@@ -88,28 +88,36 @@ def submit(
     job_dir: Path, count: int, exit_codes: dict[int, int] | None = None, **extra: str
 ) -> int:
     """Submit `count` procs of run.sh from job_dir; returns the cluster id."""
+    codes = exit_codes or {}
+    itemdata = [{"code": str(codes.get(p, 0))} for p in range(count)]
+    ours = {
+        "arguments": "$(Process) $(code)",
+        "transfer_input_files": "in put.txt, sub/data.txt",
+        "transfer_output_remaps": '"renamed.txt = results/renamed-$(Process).txt"',
+    }
+    return submit_items(job_dir, itemdata, **{**ours, **extra})
+
+
+def submit_items(job_dir: Path, itemdata: list[dict[str, str]], **extra: str) -> int:
+    """Submit job_dir's run.sh once per item (file transfer, out.N, err.N, job.log);
+    returns the cluster id."""
     import htcondor2
 
     htcondor2.reload_config()
     schedd = htcondor2.Schedd(
         htcondor2.Collector().locate(htcondor2.DaemonType.Schedd, htcondor2.param["SCHEDD_HOST"])
     )
-    codes = exit_codes or {}
     description = {
         "executable": str(job_dir / "run.sh"),
         "initialdir": str(job_dir),
-        "arguments": "$(Process) $(code)",
-        "transfer_input_files": "in put.txt, sub/data.txt",
         "should_transfer_files": "YES",
         "output": "out.$(Process)",
         "error": "err.$(Process)",
         "log": "job.log",
-        "transfer_output_remaps": '"renamed.txt = results/renamed-$(Process).txt"',
         "request_memory": "64",
         "request_disk": "1024",
         **extra,
     }
-    itemdata = [{"code": str(codes.get(p, 0))} for p in range(count)]
     result = schedd.submit(htcondor2.Submit(description), itemdata=iter(itemdata))
     return result.cluster()
 
@@ -404,6 +412,22 @@ def sync_one(name: str) -> dict:
     entry = json.loads(result.stdout)["exports"][0]
     assert "error" not in entry, entry
     return entry
+
+
+def sync_until_imported(name: str, timeout: float = 300) -> int:
+    """`sync` as cron runs it, every few seconds, until the export is imported; the
+    number of rounds it took."""
+    from lumberjack.state.ledger import Ledger
+
+    started, rounds = time.monotonic(), 0
+    while (phase := Ledger().get(name).phase) != "imported":
+        assert time.monotonic() - started < timeout, f"{name} still {phase} after {rounds} syncs"
+        if rounds:
+            time.sleep(3)
+        sync_one(name)
+        rounds += 1
+    print(f"{name}: imported by sync after {rounds} rounds, {time.monotonic() - started:.0f} s")
+    return rounds
 
 
 def status_of(name: str) -> dict:

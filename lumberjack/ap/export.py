@@ -379,6 +379,24 @@ def input_files(local: str) -> list[tuple[str, str]]:
     return sorted(found, key=lambda pair: pair[1])
 
 
+def input_dirs(path_map: PathMap, spool_dir: Path) -> list[str]:
+    """Every directory an input stands for (itself and those below it, empty ones too),
+    relative to the spool, made in the bundle's spool mirror: HTCondor transfers a
+    directory with its empty subdirectories, and the site makes them from the manifest
+    (files alone would not make an empty one)."""
+    dirs: set[str] = set()
+    for item in path_map.inputs.values():
+        if item.sha256 or not os.path.isdir(item.local_path):
+            continue
+        relative = posixpath.relpath(item.remote_path, path_map.remote_spool)
+        for directory, _, _ in os.walk(item.local_path):
+            below = os.path.relpath(directory, item.local_path)
+            dirs.add(relative if below == "." else posixpath.join(relative, below))
+    for relative in dirs:
+        (spool_dir / relative).mkdir(parents=True, exist_ok=True)
+    return sorted(dirs)
+
+
 def _readable_size(path: str) -> int:
     # Opened, not only stat'ed: what counts is whether this identity may read it.
     try:
@@ -461,6 +479,7 @@ def write_bundle(
 
     spool_dir = plan.bundle_dir / bundle_mod.SPOOL
     entries = copy_inputs(path_map, spool_dir, progress)
+    dirs = input_dirs(path_map, spool_dir)
     jqlw.write_log(spool_dir / QUEUE_LOG, ads)
     del ads, clusters  # the queue is written: its memory goes to the manifest's JSON
     entries.append(bundle_mod.entry_for(spool_dir, QUEUE_LOG))
@@ -474,6 +493,7 @@ def write_bundle(
         clusters=plan.clusters,
         jobs=plan.jobs,
         files=sorted(entries, key=lambda e: e.path),
+        dirs=dirs,
         path_map=path_map.to_json(),
         site=site,
     )

@@ -48,8 +48,7 @@ from lumberjack.core.classad_text import quote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
-from lumberjack.core.returns import NAME_MAX, PATH_MAX, Limits
-from lumberjack.core.safepath import has_control_character
+from lumberjack.core.returns import Limits, name_problem
 from lumberjack.errors import BadInput
 
 
@@ -340,12 +339,10 @@ def _log_size(ads: dict[str, jql.Ad]) -> tuple[int, int]:
 
 
 def check_returned_name(name: str, job_id: str) -> None:
-    """Refuse names no job should write: control characters, too long for this system."""
-    if has_control_character(name):
-        raise BadInput(f"job {job_id}: returned file name {name!r} contains control characters")
-    raw = name.encode("utf-8", "surrogateescape")
-    if len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
-        raise BadInput(f"job {job_id}: returned file name {name[:60]!r}... is too long")
+    """Refuse a name no job should write, by the rule fetch applies (core.returns)."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise BadInput(f"job {job_id}: returned file name {name[:60]!r}: {problem}")
 
 
 def list_returned_files(
@@ -504,6 +501,11 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
     ad.set("EnteredCurrentStatus", str(int(time.time())))
     if merge.statuses.get(job_id) is JobStatus.COMPLETED:
         merge.completed -= 1
+        # HTCondor counts a completion only once the outputs are home: a failed output
+        # transfer holds the job uncounted.
+        count = ad.get("NumJobCompletions")
+        if count is not None and count.isdigit() and int(count) > 0:
+            ad.set("NumJobCompletions", str(int(count) - 1))
     merge.statuses[job_id] = JobStatus.HELD
 
 

@@ -18,6 +18,7 @@ from lumberjack.core.job_channels import (
     SEARCH_PATH_VAR,
     is_url,
     launcher_variable,
+    uncarried_variable,
     unsafe_search_path,
 )
 
@@ -87,6 +88,13 @@ def _environment_problem(job: dict[str, Any]) -> Optional[str]:
             return (
                 f"its environment sets {shown(name)}, which the container launcher at the "
                 "site would read outside the job's container; set it in the job's own script"
+            )
+        if uncarried_variable(name):
+            return (
+                f"its environment sets {shown(name)}, which the job's container at the site "
+                "cannot pass on as HTCondor does at home (Apptainer sets HOME itself and "
+                "carries only shell names); set it in the job's own script, or name the "
+                "variables getenv copies"
             )
     path = env.get(SEARCH_PATH_VAR)
     if path is not None and unsafe_search_path(path):

@@ -34,8 +34,13 @@ from lumberjack.core.slot_ad import (
 from lumberjack.core.units import format_memory
 from lumberjack.errors import BadInput
 from lumberjack.profiles.model import SiteProfile
-from lumberjack.profiles.queue_tables import Queue
-from lumberjack.profiles.request import JobNeeds, Need, ResourceRequest
+from lumberjack.profiles.request import (
+    JobNeeds,
+    Need,
+    ResourceRequest,
+    flags_of,
+    other_queues,
+)
 from lumberjack.site.job_container import JOB_GUARD, isolates
 
 #: Container images a compute node would have to download.
@@ -423,11 +428,24 @@ def _resource_reason(
     if wanted <= limit:
         verb = "use" if request.origin(flag.lstrip("-")) == flag else "add"
         return f"{head}: {verb} {flag} {value}"
-    other = _queue_for(profile, queue, flag, wanted)
-    if other is not None:
+    # Another queue only if it takes the whole request with this much (request.py).
+    flags = {**flags_of(request), flag.lstrip("-"): wanted}
+    others = other_queues(profile, queue.name, flags, bool(flags.get("gpus")))
+    if others:
+        other, cost = others[0]
         return (
             f"{head}, more than a node of queue {queue.name} has: "
-            f"use --queue {other} {flag} {value}"
+            f"use --queue {other} {flag} {value} ({cost})"
+        )
+    per_node = {"--cores": "cores_per_node", "--memory": "memory_per_node_mb"}.get(
+        flag, "gpus_per_node"
+    )
+    large = [q.name for q in profile.queues if getattr(q, per_node) >= wanted]
+    if large:  # its nodes are large enough, but the rest of the request does not fit it
+        return (
+            f"{head}, more than a node of queue {queue.name} has: queue {large[0]} has it "
+            f"but refuses the rest of the request; see `condor_lumberjack sites check "
+            f"{profile.name} --queue {large[0]} {flag} {value}` with your other flags"
         )
     if flag == "--gpus" and not _any_gpus(profile):
         what = "no GPUs"
@@ -435,14 +453,6 @@ def _resource_reason(
         most = format_memory(limit) if flag == "--memory" else f"{limit} {unit}"
         what = f"no node that large (queue {queue.name}: {most} per node)"
     return f"{head}: site {profile.name} has {what}; lower request_{attr[7:].lower()}"
-
-
-def _queue_for(profile: SiteProfile, current: Queue, flag: str, wanted: int) -> str | None:
-    key = {"--cores": "cores_per_node", "--memory": "memory_per_node_mb"}.get(flag, "gpus_per_node")
-    for queue in profile.queues:
-        if queue.name != current.name and getattr(queue, key) >= wanted:
-            return queue.name
-    return None
 
 
 def _any_gpus(profile: SiteProfile) -> bool:

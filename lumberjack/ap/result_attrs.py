@@ -47,6 +47,9 @@ RESULTS: dict[str, Kind] = {
     **_group("JobStatus LastJobStatus", Kind("int", 0, 7)),
     **_group("EnteredCurrentStatus", Kind("int", -1, EPOCH)),
     **_group("HoldReason", Kind("string", 0, TEXT)),
+    # Why the site's schedd removed the job (periodic_remove, on_exit_remove): the local
+    # schedd writes it into the job's aborted event, as HTCondor does at home.
+    **_group("RemoveReason", Kind("string", 0, TEXT)),
     **_group("HoldReasonCode", Kind("int", 0, 1000)),
     **_group("HoldReasonSubCode", Kind("int", -(2**31), 2**31 - 1)),
     **_group("NumSystemHolds NumHolds", Kind("int", 0, COUNT, idle=True)),

@@ -8,9 +8,11 @@ what it skipped and was not written for hostile input; we need to know exactly w
 bytes we keep so that what we append is byte for byte the site's well-formed events.
 
 Kept: complete events of the job's own id, in order, and only those its final status
-allows (a terminate event only for a job that completed, an abort only for one removed:
-DAGMan believes these). Dropped and counted: events of other jobs, truncated events,
-garbage between events, events that contradict the job's status.
+allows (a terminate event only for a job that completed: DAGMan believes these). Never
+the site's abort event: the local schedd writes its own when the imported removed job
+leaves its queue (with the site's RemoveReason, a result), as HTCondor writes one.
+Dropped and counted: events of other jobs, truncated events, garbage between events,
+events that contradict the job's status, the site's abort events.
 
 Appending is recorded in the same step (``append_once``): before writing, the log's
 size and the bytes to append go to a journal in root's import state; a rerun
@@ -45,7 +47,7 @@ MAX_EVENT_CODE = 60
 MAX_EVENT_LINES = 1000
 MAX_EVENT_BYTES = 64 * 1024
 TERMINATED, ABORTED = 5, 9
-_ALLOWED_ONLY_IF = {TERMINATED: JobStatus.COMPLETED, ABORTED: JobStatus.REMOVED}
+_ALLOWED_ONLY_IF = {TERMINATED: JobStatus.COMPLETED}
 # Printable text and tabs only; anything else is not an event HTCondor wrote.
 _BAD_BYTES = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -134,23 +136,42 @@ def _reject(
         b"\n".join(event).decode("utf-8")
     except UnicodeDecodeError:
         return "not UTF-8"
+    if code == ABORTED:
+        return "written by the local schedd"
     needed = _ALLOWED_ONLY_IF.get(code)
     if needed is not None and status is not needed:
         return "contradicts the job's status"
     return None
 
 
+#: The eviction event HTCondor's shadow writes when a job's output transfer fails
+#: (JobEvictedEvent: not checkpointed, no usage of its own, no bytes).
+_EVICTED_BODY = (
+    "Job was evicted.\n\t(0) CPU times\n"
+    "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Remote Usage\n"
+    "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Local Usage\n"
+    "\t0  -  Run Bytes Sent By Job\n\t0  -  Run Bytes Received By Job\n"
+)
+
+
 def held_events(
     events: Events, cluster: int, proc: int, reason: str, code: int, sub: int, when: float
 ) -> bytes:
-    """What the user log gets for a job import holds: its events without a terminate
-    (the job did not complete here), then the hold event HTCondor writes (012) dated
-    `when`."""
+    """What the user log gets for a job import holds because its outputs cannot be
+    written: its events without a terminate (the job did not complete here), then what
+    HTCondor writes when an output transfer fails, dated `when`: the error (021), the
+    eviction (004) and the hold (012), each with the reason and codes."""
     kept = filter_events(events.data, cluster, proc, JobStatus.HELD).data
     date = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    job = f"({cluster:03d}.{proc:03d}.000) {date}"
     text = reason.replace("\n", " ")
-    hold = f"012 ({cluster:03d}.{proc:03d}.000) {date} Job was held.\n\t{text}\n"
-    return kept + (hold + f"\tCode {code} Subcode {sub}\n...\n").encode("utf-8", "replace")
+    codes = f"\tCode {code} Subcode {sub}\n...\n"
+    added = (
+        f"021 {job} Error from starter on the site:\n\t{text}\n{codes}"
+        f"004 {job} {_EVICTED_BODY}...\n"
+        f"012 {job} Job was held.\n\t{text}\n{codes}"
+    )
+    return kept + added.encode("utf-8", "replace")
 
 
 # ------------------------------------------------------------------- appending once

@@ -16,7 +16,12 @@ from lumberjack.cli import cli
 from lumberjack.cli.common import destination_options, emit, json_option, plural, selection_options
 from lumberjack.cli.completion import complete_export
 from lumberjack.cli.progress import for_command
-from lumberjack.cli.request_options import check_request, request_options
+from lumberjack.cli.request_options import (
+    check_request,
+    request_options,
+    show_script_option,
+    shown_scripts,
+)
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.state import phases
 from lumberjack.state.exporting import run_export
@@ -78,6 +83,7 @@ def checked_selection(
 @request_options
 @skip_unmatched_option
 @click.option("--dry-run", is_flag=True, help="Check and show what would happen; change nothing.")
+@show_script_option
 @json_option
 def export_command(
     constraint: str | None,
@@ -90,6 +96,7 @@ def export_command(
     remote_spool: str | None,
     skip_unmatched: bool,
     dry_run: bool,
+    show_script: bool,
     as_json: bool,
     **request_flags: object,
 ) -> None:
@@ -105,10 +112,16 @@ def export_command(
       condor_lumberjack export -c 'JobBatchName == "calib"' --site perlmutter --nodes 4 \\
           --allocation m1234
       condor_lumberjack export --ids 12 13 --site testbed --walltime 2h --dry-run
+      condor_lumberjack export --ids 12 --site testbed --dry-run --show-script
       condor_lumberjack export --ids 12 13 --out /scratch/calib --remote-spool /hpc/spool
       condor_lumberjack export -c 'JobBatchName == "calib"' --lease calib
     """
     selection = checked_selection(constraint, ids + more_ids, name, site, lease, request_flags)
+    if show_script and not (dry_run and site is not None and lease is None):
+        raise BadInput(
+            "--show-script goes with --site SITE --dry-run (an export joining a lease "
+            "submits no pilots: see `lease create NAME --dry-run --show-script`)"
+        )
     if lease is not None and out is not None:
         raise BadInput("--lease sends the jobs to the lease's site; it takes no --out")
     if out is not None and not remote_spool:
@@ -129,7 +142,15 @@ def export_command(
 
         bound = site_export.prepare(ledger, schedd, selection, site, name, request_flags,
                                     lease=lease, skip_unmatched=skip_unmatched)  # fmt: skip
-        emit(as_json, *site_export_answer(schedd, ledger, bound, dry_run, not as_json))
+        answer, text = site_export_answer(schedd, ledger, bound, dry_run, not as_json)
+        if show_script:
+            from lumberjack.profiles.sites import find_profile
+            from lumberjack.state.plans import request_of
+
+            request, root = request_of(bound.info), bound.info["remote_dir"]
+            scripts, script_text = shown_scripts(request, find_profile(site), root)
+            answer, text = {**answer, **scripts}, text + script_text
+        emit(as_json, answer, text)
         return
     plan, _ = export_mod.plan_export(
         schedd, selection, name=name, bundle_dir=bundle_path(out), remote_spool=remote_spool

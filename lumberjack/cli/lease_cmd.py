@@ -3,6 +3,7 @@ at a site that exports join with `export --lease NAME` (see state/leases.py)."""
 
 from __future__ import annotations
 
+import posixpath
 import time
 from typing import Any
 
@@ -12,7 +13,13 @@ from lumberjack.ap.names import check_name
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.completion import complete_lease, complete_site
-from lumberjack.cli.request_options import request_from_options, request_options
+from lumberjack.cli.request_options import (
+    request_from_options,
+    request_options,
+    show_script_option,
+    shown_scripts,
+)
+from lumberjack.core.contract import lease_dir_name
 from lumberjack.errors import BadInput
 from lumberjack.state.ledger import LeaseRecord, Ledger, lease_key
 from lumberjack.state.phases import LeasePhase
@@ -72,6 +79,7 @@ def _site(record: LeaseRecord) -> Any:
 )  # fmt: skip
 @request_options
 @dry_run_option
+@show_script_option
 @json_option
 def create_command(
     name: str,
@@ -79,6 +87,7 @@ def create_command(
     owner: str | None,
     share_with: str | None,
     dry_run: bool,
+    show_script: bool,
     as_json: bool,
     **flags: Any,
 ) -> None:
@@ -93,7 +102,7 @@ def create_command(
     Examples:
       condor_lumberjack lease create calib --site testbed --nodes 2 --walltime 30m
       condor_lumberjack lease create big --site anvil --nodes 8 --pilots 2 \\
-          --allocation abc123456 --dry-run
+          --allocation abc123456 --dry-run --show-script
       condor_lumberjack lease create group --site anvil --nodes 4 --walltime 4h \\
           --allocation abc123456 --owner alice --share-with bob,carol   # root, for a group
     """
@@ -103,6 +112,10 @@ def create_command(
     from lumberjack.state.steps import Site
 
     check_name(name, "lease")
+    if show_script and not dry_run:
+        raise BadInput(
+            "--show-script goes with --dry-run: it shows the scripts before anything is submitted"
+        )
     profile = find_profile(site)
     leases.check_site(profile)
     shared = leases.sharing(owner, share_with)
@@ -117,10 +130,14 @@ def create_command(
         )
     report = report_lines(request, profile)
     if dry_run:
+        scripts, script_text = ({}, "")
+        if show_script:
+            root = posixpath.join(profile.base_dir, lease_dir_name(name))
+            scripts, script_text = shown_scripts(request, profile, root)
         emit(as_json, {"ok": True, "dry_run": True, "name": name, "site": site, **shared,
-                       "request": report_dict(request, profile)},
+                       "request": report_dict(request, profile), **scripts},
              f"would create lease {name!r} at {site} for {_members(shared)}\n"
-             + "\n".join(report))  # fmt: skip
+             + "\n".join(report) + script_text)  # fmt: skip
         return
     with ledger.lock(lease_key(name)), Site(profile) as connection:
         result = leases.create(ledger, connection, name, request, shared)

@@ -1,4 +1,5 @@
-"""The resource-request flags, shared by `sites check`, `export --site` and `run`.
+"""The resource-request flags, shared by `sites check`, `export --site` and `run`, and
+`--show-script` (the pilots' batch scripts, before anything is spent).
 
 @request_options
 def export(..., **request_flags):
@@ -87,6 +88,38 @@ _OPTIONS = (
         help='A node with no job for this long ends its part of the pilot ("5m"; default 5m).',
     ),
 )  # fmt: skip
+
+
+#: Where a shown script's export would live when no export is named (`sites check`).
+SHOWN_EXPORT = "EXPORT"
+
+
+#: --show-script: print the batch script each pilot is submitted with.
+show_script_option = click.option(
+    "--show-script",
+    is_flag=True,
+    help="Also print the batch script each pilot would be submitted with, as the site "
+    "agent renders it (--json: pilot_scripts).",
+)
+
+
+def shown_scripts(
+    request: ResourceRequest, profile: SiteProfile, root: str
+) -> tuple[dict[str, Any], str]:
+    """The pilots' scripts for --show-script: the JSON part and the text to append."""
+    from lumberjack.site.batch import get_batch_system
+    from lumberjack.state.plans import pilot_scripts
+
+    scripts = pilot_scripts(request, profile, root)
+    submit = get_batch_system(profile.batch_system).SUBMIT[0]
+    # Without a login the site's variables ($HOME, $SCRATCH) stay as base_dir has them.
+    where = "; base_dir's variables expanded at the site" if "$" in root else ""
+    text = "".join(
+        f"\n--- pilot script {item['name']} (for {submit}; rendered by the site agent's "
+        f"code{where}) ---\n{item['script'].rstrip()}\n--- end of {item['name']} ---"
+        for item in scripts
+    )
+    return {"pilot_scripts": scripts}, text
 
 
 def request_options(func: F) -> F:

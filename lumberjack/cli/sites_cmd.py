@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 import click
@@ -16,7 +17,13 @@ from lumberjack.cli.common import (
     text_table,
 )
 from lumberjack.cli.completion import complete_site
-from lumberjack.cli.request_options import request_from_options, request_options
+from lumberjack.cli.request_options import (
+    SHOWN_EXPORT,
+    request_from_options,
+    request_options,
+    show_script_option,
+    shown_scripts,
+)
 from lumberjack.core.units import format_memory, format_walltime
 from lumberjack.profiles.messages import display_path
 from lumberjack.profiles.model import SiteProfile
@@ -96,24 +103,29 @@ def show_cmd(site: str, as_json: bool) -> None:
 @click.argument("site", shell_complete=complete_site)
 @selection_options
 @request_options
+@show_script_option
 @json_option
 def check_cmd(
     site: str,
     constraint: str | None,
     ids: tuple[str, ...],
     more_ids: tuple[str, ...],
+    show_script: bool,
     as_json: bool,
     **request_flags: Any,
 ) -> None:
     """Check a resource request against a site's limits, without contacting the site.
 
-    Prints each value, where it came from and the flag that changes it, and the slot ad
+    Prints each value, where it came from and the flag that changes it, the most the
+    pilots can be charged (node-hours; warnings for nodes raised to a queue's minimum
+    and for part of a node on a whole-node queue), and the slot ad
     each pilot node will advertise (what `export` matches the jobs against); exits with
     code 2 and a one-line error when the request breaks a limit of the queue. With jobs
     (-c or ids) the request follows them as in `export`, and every job is matched
     against that slot, as `export --dry-run` does: a cluster that could never run there
     is one line with the reason and the fix, and exit code 2. Only the local schedd is
-    asked; nothing changes.
+    asked; nothing changes. --show-script prints each pilot's batch script (for an
+    export named EXPORT; paths under the profile's base_dir as written).
 
     \b
     Examples:
@@ -121,6 +133,8 @@ def check_cmd(
       condor_lumberjack sites check perlmutter --queue debug-cpu --nodes 16 --pilots 2 \\
           --walltime 20m --allocation m1234
       condor_lumberjack sites check testbed -c 'JobBatchName == "calib"'
+      condor_lumberjack sites check polaris --queue prod-small --walltime 3h \\
+          --allocation abc --show-script
     """
     from lumberjack.ap.matchmaking import site_slot, slot_summary
     from lumberjack.profiles.isolation import isolation_note, isolation_of
@@ -146,14 +160,19 @@ def check_cmd(
     note = isolation_note(profile)
     account = login_account(profile)  # what the guard compares, whatever the profile's name
     slot = site_slot(profile, request)
+    scripts, script_text = ({}, "")
+    if show_script:
+        root = posixpath.join(profile.base_dir, SHOWN_EXPORT)
+        scripts, script_text = shown_scripts(request, profile, root)
     emit(
         as_json,
         {"ok": True, **report_dict(request, profile), "isolation": isolation_of(profile),
-         "isolation_note": note, "site_account": account, "slot_ad": slot, **matched},
+         "isolation_note": note, "site_account": account, "slot_ad": slot, **matched,
+         **scripts},
         "\n".join([*report_lines(request, profile),
                    f"other owners: on site account {account}, {note}",
                    f"slot ad: {slot_summary(slot)} (each pilot node; --json: all of it)",
-                   *matched_lines]),
+                   *matched_lines]) + script_text,
     )  # fmt: skip
 
 

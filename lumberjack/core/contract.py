@@ -217,6 +217,11 @@ class PilotState(str, Enum):
 #: words in a status answer ("queued") equal the states but do not hash like them.
 ALIVE = (PilotState.QUEUED, PilotState.RUNNING, PilotState.FINISHING, PilotState.UNKNOWN)
 
+#: How a Slurm pilot asks for its GPUs (a profile's [batch] gpu_request; the first is
+#: the default): --gpus-per-node=N, --gres=gpu:N, or no line where whole GPU nodes come
+#: with the queue and the centre refuses the others (TACC).
+GPU_REQUESTS = ("gpus-per-node", "gres", "none")
+
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@=,:~-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -240,6 +245,7 @@ class PilotRequest:
     whole_node: bool = False  # ask for whole nodes (exclusive) instead of cores/memory
     launcher: str = ""  # "" = the batch system's default launcher (see each module)
     chunk_resources: tuple[str, ...] = ()  # PBS only: "system=polaris"
+    gpu_request: str = GPU_REQUESTS[0]  # Slurm only: see GPU_REQUESTS
 
     def __post_init__(self) -> None:
         # Lists given by a caller become tuples: the request is frozen all the way down.
@@ -278,6 +284,8 @@ class PilotRequest:
         for line in self.extra_directives:
             if "\n" in line or not line.startswith("#"):
                 raise ValueError(f"extra directive {line!r} must be one line starting with '#'")
+        if self.gpu_request not in GPU_REQUESTS:
+            raise ValueError(f"pilot gpu_request {self.gpu_request!r} is not one of {GPU_REQUESTS}")
         for item in self.chunk_resources:
             if not CHUNK_RESOURCE.match(item):
                 raise ValueError(f"chunk resource {item!r} must look like name=value")
@@ -545,6 +553,7 @@ def _absolute(path: str, label: str) -> None:
 
 __all__ = [
     "ALIVE",
+    "GPU_REQUESTS",
     "ContractError",
     "ExportLayout",
     "GpuPlan",

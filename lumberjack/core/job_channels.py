@@ -46,6 +46,14 @@ LAUNCHER_ENV = re.compile(
 #: that holds ` LD_X=` text also matches), which errs on the side of not starting a job.
 LAUNCHER_ENV_CLASSAD = "(^|[ ;'\"])(" + LAUNCHER_ENV.pattern + ")="
 
+#: Variables the job's container cannot pass on as HTCondor would: Apptainer sets HOME
+#: itself (and HTCondor's starter drops it for container jobs), skips UID, GID and EUID
+#: and appends to PROMPT_COMMAND; a name that is not a shell identifier (`A.B`,
+#: `BASH_FUNC_f%%`, which HTCondor passes at home) stops its environment script and
+#: loses every variable after it.
+UNCARRIED_ENV = ("HOME", "UID", "GID", "EUID", "PROMPT_COMMAND")
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 #: The container runtime looks for its helper programs (squashfuse, fuse-overlayfs) in
 #: the PATH it is given, outside the job's container: a relative entry would find one
 #: that the job shipped in its sandbox.
@@ -55,6 +63,11 @@ SEARCH_PATH_VAR = "PATH"
 def launcher_variable(name: str) -> bool:
     """Whether the programs that start a job's container read this variable."""
     return LAUNCHER_ENV.fullmatch(name) is not None
+
+
+def uncarried_variable(name: str) -> bool:
+    """Whether the job's container would drop or change this variable."""
+    return name in UNCARRIED_ENV or SHELL_NAME.fullmatch(name) is None
 
 
 def unsafe_search_path(value: str) -> bool:

@@ -42,6 +42,9 @@ class Manifest(JsonRecord):
     path_map: dict[str, Any]
     site: Optional[str] = None
     created: float = field(default_factory=time.time)
+    #: Directories of the inputs, relative to the spool, empty ones too (the site makes
+    #: them: a directory input is transferred with its empty subdirectories).
+    dirs: list[str] = field(default_factory=list)
     format: str = FORMAT
 
     def total_bytes(self) -> int:

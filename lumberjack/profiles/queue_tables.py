@@ -8,7 +8,7 @@ one (its directive prefix and launchers are checked).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Union
 
 from pydantic import (
     Field,
@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from lumberjack.core.contract import GPU_REQUESTS
 from lumberjack.core.shell_safe import CHUNK_RESOURCE
 from lumberjack.profiles.value_types import (
     QUEUE_NAME,
@@ -74,6 +75,9 @@ class Queue(Table):
     whole_node: StrictBool = False
     default: StrictBool = False
     directives: Directives = ()
+    # What the centre charges per node-hour on this queue (TACC's SUs, NERSC's QOS
+    # factor), where it documents one; None: the node-hours themselves (see cost.py).
+    charge_factor: Optional[Annotated[Union[StrictInt, StrictFloat], Field(gt=0)]] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +133,10 @@ class BatchSettings(Table):
     launcher: StrictStr = ""  # "": the batch system's default
     chunk_resources: ChunkResources = ()
     memory_request: StrictBool = True  # false: the site refuses any (TACC's Slurm: --mem)
+    # How a Slurm pilot asks for GPUs: "gpus-per-node" (--gpus-per-node=N), "gres"
+    # (--gres=gpu:N) or "none" (no line: the queue hands out whole GPU nodes; TACC
+    # refuses --gres and --gpus-per-task). PBS asks with ngpus in its select line.
+    gpu_request: Annotated[StrictStr, Field(examples=['"none"'])] = GPU_REQUESTS[0]
 
     @field_validator("launcher", mode="before")
     @classmethod
@@ -142,6 +150,17 @@ class BatchSettings(Table):
                 options = " or ".join(json.dumps(choice) for choice in choices)
                 raise problem(f"is not one of the choices; write {options}")
         return launcher
+
+    @field_validator("gpu_request")
+    @classmethod
+    def _slurm_gpus(cls, value: str, info: ValidationInfo) -> str:
+        if value not in GPU_REQUESTS:
+            choices = " or ".join(json.dumps(choice) for choice in GPU_REQUESTS)
+            raise problem(f"is not one of the choices; write {choices}")
+        name = (info.context or {}).get("batch_system")
+        if value != GPU_REQUESTS[0] and name and name != "slurm":
+            raise problem("is for Slurm sites only; remove it")
+        return value
 
     @field_validator("chunk_resources")
     @classmethod

@@ -6,7 +6,8 @@ Where each value comes from, first match wins:
    `--allocation`, `--pilots`);
 2. walltime only: a suggestion from the jobs' own runtimes (below);
 3. the profile's `[defaults]`, cut down to the chosen queue's limit when the queue is
-   smaller (a flag beyond a limit is an error instead); cores, memory and GPUs are
+   smaller, or raised to its minimum of nodes (said with its cost, see cost.py; a flag
+   beyond a limit is an error instead); cores, memory and GPUs are
    raised to what the largest selected job asks for (its RequestCpus, RequestMemory,
    RequestGPUs), within the queue's node size, so the pilots' slots can take it;
 4. the queue: on a whole-node queue, cores, memory and GPUs default to the full node;
@@ -31,6 +32,9 @@ before the walltime ends, so that a job started just before can still finish:
 - unknown: 10% of the walltime, at least 2 minutes and at most 30 minutes (and at most
   half the walltime).
 
+A request a queue refuses is one line naming the limit and the ways out; where another
+queue of the site takes the whole request, it is named with its cost (queue_hints.py).
+
 Units (walltime, memory): see `lumberjack.core.units`.
 """
 
@@ -44,7 +48,16 @@ from lumberjack.core.contract import PilotSpec
 from lumberjack.core.shell_safe import DIRECTIVE_WORD
 from lumberjack.core.units import format_memory, format_walltime, parse_memory, parse_walltime
 from lumberjack.errors import BadInput
+from lumberjack.profiles.cost import cost_of, partial_node_warnings, raise_warning
 from lumberjack.profiles.model import SiteProfile
+from lumberjack.profiles.queue_hints import Hinted, queue_hints
+from lumberjack.profiles.queue_limits import (
+    QueueLimit,
+    check_nodes,
+    limit_message,
+    runtime_message,
+    split_message,
+)
 from lumberjack.profiles.queue_tables import Queue
 
 #: What a person may ask for: build_request's keyword names, and the flags of every
@@ -149,17 +162,69 @@ def build_request(
 ) -> ResourceRequest:
     """Fill a request from flags, the jobs' runtimes and needs, and the profile, and
     check it against the chosen queue. `walltime` may be seconds (int) or any form
-    `parse_walltime` reads. Raises BadInput naming the flag, the limit and a way out."""
+    `parse_walltime` reads. Raises BadInput naming the flag, the limit and a way out:
+    another queue only if it takes the whole request, with what it costs."""
+    flags: dict[str, Any] = dict(
+        nodes=nodes, cores=cores, memory=memory, gpus=gpus, walltime=walltime,
+        allocation=allocation, pilots=pilots, job_runtimes_s=job_runtimes_s,
+        idle_shutdown=idle_shutdown, job_needs=job_needs,
+    )  # fmt: skip
+    try:
+        return _build(profile, queue, flags)
+    except QueueLimit as refused:
+        wants_gpus = bool(gpus) or bool(job_needs and job_needs.gpus)
+        hints = other_queues(profile, refused.queue, flags, wants_gpus)
+        ways = [f"--queue {name} ({what})" for name, what in hints]
+        raise BadInput(refused.message(ways)) from None
+
+
+def other_queues(
+    profile: SiteProfile, refused: str, flags: dict[str, Any], wants_gpus: bool
+) -> list[tuple[str, str]]:
+    """(queue, what it costs) for the queues other than `refused` that take the whole
+    request `flags` (build_request's keywords but the queue); see queue_hints.py."""
+
+    def attempt(name: str) -> Hinted:
+        # An allocation left out is no limit of a queue: it refuses none of them.
+        other = _build(profile, name, flags, hinting=True)
+        return Hinted(other.nodes, other.pilots, other.walltime_s, other.origin("nodes"))
+
+    return queue_hints(profile, refused, attempt, wants_gpus)
+
+
+def flags_of(request: ResourceRequest) -> dict[str, Any]:
+    """The flags that give `request` again on another queue: those it was given, its
+    walltime (the jobs' runtimes may have set it) and its allocation."""
+    given = {
+        "nodes": request.nodes,
+        "cores": request.cores_per_node,
+        "memory": request.memory_per_node_mb,
+        "gpus": request.gpus_per_node,
+        "pilots": request.pilots,
+    }
+    flags = {key: value for key, value in given.items() if request.origin(key) == f"--{key}"}
+    return {**flags, "walltime": request.walltime_s, "allocation": request.allocation}
+
+
+def _build(
+    profile: SiteProfile, queue: str | None, flags: dict[str, Any], hinting: bool = False
+) -> ResourceRequest:
+    """The request on `queue` alone, from build_request's other keywords (`flags`; an
+    absent one is None). Raises BadInput (QueueLimit for a limit of the queue)."""
+    get = flags.get
     origins: dict[str, str] = {}  # value name -> where it came from, for the report
     chosen = _choose_queue(profile, queue, origins)
-    total_nodes, pilot_count = _nodes_and_pilots(profile, chosen, nodes, pilots, origins)
-    cores_per_node, memory_per_node, gpus_per_node = _node_resources(
-        profile, chosen, cores, memory, gpus, job_needs, origins
+    total_nodes, pilot_count = _nodes_and_pilots(
+        profile, chosen, get("nodes"), get("pilots"), origins
     )
-    longest = _longest_runtime(profile, chosen, job_runtimes_s)
-    walltime_s = _walltime(profile, chosen, walltime, longest, origins)
-    charged = _allocation(profile, allocation, origins)
+    cores_per_node, memory_per_node, gpus_per_node = _node_resources(
+        profile, chosen, get("cores"), get("memory"), get("gpus"), get("job_needs"), origins
+    )
+    longest = _longest_runtime(profile, chosen, get("job_runtimes_s") or ())
+    walltime_s = _walltime(profile, chosen, get("walltime"), longest, origins)
+    charged = _allocation(profile, get("allocation"), origins, required=not hinting)
     extra: dict[str, Any] = {}
+    idle_shutdown = get("idle_shutdown")
     if idle_shutdown is not None:
         extra["idle_shutdown_s"] = _idle_shutdown(idle_shutdown)
         origins["idle_shutdown"] = "--idle-shutdown"
@@ -205,13 +270,14 @@ def _nodes_and_pilots(
     elif defaults.nodes is not None:
         per_pilot = min(max(defaults.nodes, chosen.min_nodes), chosen.max_nodes)
         total_nodes = per_pilot * pilot_count
-        origins["nodes"] = _clipped("profile default", defaults.nodes != per_pilot, chosen)
+        origins["nodes"] = _fitted("profile default", defaults.nodes,
+                                   per_pilot, chosen)  # fmt: skip
     else:
         total_nodes = chosen.min_nodes * pilot_count
-        origins["nodes"] = "queue minimum" if chosen.min_nodes > 1 else "default"
+        origins["nodes"] = _fitted("default", 1, chosen.min_nodes, chosen)
     if pilot_count > total_nodes or total_nodes % pilot_count:
-        raise BadInput(_split_message(total_nodes, pilot_count))
-    _check_nodes(profile, chosen, total_nodes, pilot_count)
+        raise BadInput(split_message(total_nodes, pilot_count))
+    check_nodes(profile, chosen, total_nodes, pilot_count)
     return total_nodes, pilot_count
 
 
@@ -222,7 +288,7 @@ def _longest_runtime(
     runtimes = [_as_runtime(item) for item in job_runtimes_s]
     longest = max(runtimes, key=lambda item: item.seconds) if runtimes else None
     if longest is not None and longest.seconds > chosen.max_walltime_s:
-        raise BadInput(_runtime_message(profile, chosen, longest))
+        raise runtime_message(profile, chosen, longest.describe())
     return longest
 
 
@@ -239,7 +305,7 @@ def _walltime(
         walltime_s = _walltime_flag(walltime)
         origins["walltime"] = "--walltime"
         if walltime_s > chosen.max_walltime_s:
-            raise BadInput(_limit_message(profile, chosen, "--walltime", walltime_s, 0, ""))
+            raise limit_message(profile, chosen, "--walltime", walltime_s, 0, "")
         if longest is not None and longest.seconds > walltime_s:
             raise BadInput(
                 f"--walltime {format_walltime(walltime_s)} is shorter than the longest job: "
@@ -266,7 +332,7 @@ def _walltime(
 
 
 def _allocation(
-    profile: SiteProfile, allocation: str | None, origins: dict[str, str]
+    profile: SiteProfile, allocation: str | None, origins: dict[str, str], required: bool = True
 ) -> str | None:
     """The project the pilots are charged to: the flag, else the profile's default."""
     if allocation is not None:
@@ -277,13 +343,13 @@ def _allocation(
         origins["allocation"] = "profile default"
     else:
         charged = None
-        origins["allocation"] = "none given"
+        origins["allocation"] = "none given: the site charges your default project"
     if charged is not None and not DIRECTIVE_WORD.match(charged):
         raise BadInput(
             f"--allocation {charged!r} has characters a batch directive cannot hold; "
             "use the project name as the centre spells it (e.g. m1234)"
         )
-    if profile.allocation_required and not charged:
+    if required and profile.allocation_required and not charged:
         raise BadInput(
             f'site "{profile.name}" charges every job to an allocation (project); '
             "use --allocation NAME with your project's name"
@@ -339,7 +405,7 @@ def _node_resources(
         ("--gpus", gpus_per_node, chosen.gpus_per_node, "GPUs per node"),
     ):
         if value > limit:
-            raise BadInput(_limit_message(profile, chosen, flag, value, limit, unit))
+            raise limit_message(profile, chosen, flag, value, limit, unit)
     return cores_per_node, memory_per_node, gpus_per_node
 
 
@@ -385,6 +451,7 @@ def pilot_spec(
         whole_node=queue.whole_node,
         launcher=profile.batch.launcher,
         chunk_resources=list(profile.batch.chunk_resources),
+        gpu_request=profile.batch.gpu_request,
     )
 
 
@@ -434,7 +501,29 @@ def report_lines(request: ResourceRequest, profile: SiteProfile) -> list[str]:
         f"{'retire':<12} {format_walltime(retire):<{width}}   "
         "(before the end, the startds stop accepting new jobs)"
     )
+    cost = cost_of(request.nodes, request.walltime_s, queue)
+    rate = "" if cost.charge_factor is None else " x the queue's charge_factor"
+    lines.append(
+        f"{'cost':<12} {'at most ' + cost.text():<{width}}   ({request.nodes} node"
+        f"{'s' if request.nodes != 1 else ''} x {format_walltime(request.walltime_s)}{rate}; "
+        "pilots that go idle end sooner)"
+    )
+    lines += [f"{'warning':<12} {line}" for line in request_warnings(request, profile)]
     return lines
+
+
+def request_warnings(request: ResourceRequest, profile: SiteProfile) -> list[str]:
+    """What to read before spending: nodes raised to a queue's minimum, a part of a
+    node asked for on a whole-node queue (see cost.py)."""
+    queue = profile.queue(request.queue)
+    raised = raise_warning(profile, queue, request.nodes, request.pilots,
+                           request.walltime_s, request.origin("nodes"))  # fmt: skip
+    per_node = {
+        "cores": (request.cores_per_node, request.origin("cores")),
+        "memory": (request.memory_per_node_mb, request.origin("memory")),
+        "gpus": (request.gpus_per_node, request.origin("gpus")),
+    }
+    return ([raised] if raised else []) + partial_node_warnings(queue, per_node)
 
 
 def report_dict(request: ResourceRequest, profile: SiteProfile) -> dict[str, Any]:
@@ -457,6 +546,8 @@ def report_dict(request: ResourceRequest, profile: SiteProfile) -> dict[str, Any
         "max_running_jobs": profile.schedd.max_running_jobs,
         "schedd_placement": profile.schedd.placement,
         "origins": dict(request.origins),
+        **cost_of(request.nodes, request.walltime_s, profile.queue(request.queue)).to_json(),
+        "warnings": request_warnings(request, profile),
     }
 
 
@@ -480,6 +571,15 @@ def _queue_from_flag(profile: SiteProfile, name: str) -> Queue:
 
 def _clipped(origin: str, clipped: bool, queue: Queue) -> str:
     return f"{origin}, cut to queue {queue.name}'s limit" if clipped else origin
+
+
+def _fitted(origin: str, asked: int, given: int, queue: Queue) -> str:
+    """Where a node count came from, and whether the queue raised or cut it."""
+    if given > asked:
+        return f"{origin} {asked}, raised to queue {queue.name}'s minimum"
+    if given < asked:
+        return f"{origin} {asked}, cut to queue {queue.name}'s maximum"
+    return origin
 
 
 def _per_node(
@@ -512,99 +612,6 @@ def _per_node(
         origins[key] = _clipped(need.describe(), need.amount > full_node, queue)
         chosen = min(need.amount, full_node)
     return chosen
-
-
-def _check_nodes(profile: SiteProfile, queue: Queue, total: int, pilots: int) -> None:
-    per_pilot = total // pilots
-    fitting = _other_queue(profile, queue, lambda q: q.min_nodes <= per_pilot <= q.max_nodes)
-    shown = f"--nodes {total}" + (f" --pilots {pilots}" if pilots > 1 else "")
-    if per_pilot > queue.max_nodes:
-        ways = [f"--nodes {queue.max_nodes * pilots}"]
-        needed = -(-total // queue.max_nodes)
-        if total % needed == 0:
-            ways.append(f"--pilots {needed}")
-        if fitting:
-            ways.append(f"--queue {fitting}")
-        where = " per pilot" if pilots > 1 else ""
-        raise BadInput(
-            f'{shown} exceeds queue "{queue.name}" of site "{profile.name}" '
-            f"(max {queue.max_nodes} nodes{where}); use {_or(ways)}"
-        )
-    if per_pilot < queue.min_nodes:
-        ways = [f"--nodes {queue.min_nodes * pilots}"]
-        if fitting:
-            ways.append(f"--queue {fitting}")
-        raise BadInput(
-            f'{shown} is below the minimum of queue "{queue.name}" of site "{profile.name}" '
-            f"({queue.min_nodes} nodes per pilot); use {_or(ways)}"
-        )
-
-
-def _limit_message(
-    profile: SiteProfile, queue: Queue, flag: str, value: int, limit: int, unit: str
-) -> str:
-    if flag == "--walltime":
-        fits = _other_queue(profile, queue, lambda q: q.max_walltime_s >= value)
-        ways = [f"--walltime {format_walltime(queue.max_walltime_s)}"]
-        if fits:
-            ways.append(f"--queue {fits}")
-        return (
-            f'--walltime {format_walltime(value)} exceeds queue "{queue.name}" of site '
-            f'"{profile.name}" (max {format_walltime(queue.max_walltime_s)}); use {_or(ways)}'
-        )
-    attribute = {"--cores": "cores_per_node", "--memory": "memory_per_node_mb"}.get(
-        flag, "gpus_per_node"
-    )
-    fits = _other_queue(profile, queue, lambda q: getattr(q, attribute) >= value)
-    if flag == "--memory":
-        shown, most = format_memory(value), f"{format_memory(limit)} {unit}"
-        first = f"--memory {format_memory(limit)}"
-    else:
-        shown, most, first = str(value), f"{limit} {unit}", f"{flag} {limit}"
-    ways = [first] + ([f"--queue {fits}"] if fits else [])
-    limit_text = f"max {most}"
-    if limit == 0 and flag == "--gpus":
-        limit_text, ways = "it has no GPUs", ways[1:] or ["--gpus 0"]
-    return (
-        f'{flag} {shown} exceeds queue "{queue.name}" of site "{profile.name}" '
-        f"({limit_text}); use {_or(ways)}"
-    )
-
-
-def _runtime_message(profile: SiteProfile, queue: Queue, longest: JobRuntime) -> str:
-    fits = _other_queue(profile, queue, lambda q: q.max_walltime_s >= longest.seconds)
-    way = f"use --queue {fits}, or shorten the job" if fits else "no queue there is long enough"
-    return (
-        f'{longest.describe()}, more than queue "{queue.name}" of site "{profile.name}" '
-        f"allows (max {format_walltime(queue.max_walltime_s)}); {way}"
-    )
-
-
-def _other_queue(profile: SiteProfile, current: Queue, fits: Any) -> str | None:
-    for queue in profile.queues:
-        if queue.name != current.name and fits(queue):
-            return queue.name
-    return None
-
-
-def _or(ways: list[str]) -> str:
-    if len(ways) == 1:
-        return ways[0]
-    return ", ".join(ways[:-1]) + " or " + ways[-1]
-
-
-def _split_message(nodes: int, pilots: int) -> str:
-    if pilots > nodes:
-        return f"--pilots {pilots} is more than --nodes {nodes}; each pilot needs a node"
-    lower = nodes - nodes % pilots
-    upper = lower + pilots
-    divisors = [d for d in range(1, nodes + 1) if nodes % d == 0 and d != pilots]
-    near = min(divisors, key=lambda d: abs(d - pilots))
-    nodes_way = f"--nodes {lower} or {upper}" if lower else f"--nodes {upper}"
-    return (
-        f"--nodes {nodes} cannot be split evenly among --pilots {pilots}; "
-        f"use {nodes_way}, or --pilots {near}"
-    )
 
 
 def _as_runtime(item: RuntimeLike) -> JobRuntime:

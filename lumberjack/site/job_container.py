@@ -31,8 +31,12 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from lumberjack.core.images import IMAGE_NAME_REGEX, images_dir
 from lumberjack.core.job_channels import LAUNCHER_ENV_CLASSAD, REMOTE_IO_ATTRS
+from lumberjack.site import job_wrapper
 
 #: Runtimes whose startd runs every job in a nested container (see job_container_lines).
 ISOLATING_RUNTIMES = ("apptainer", "singularity")
@@ -40,6 +44,10 @@ ISOLATING_RUNTIMES = ("apptainer", "singularity")
 INNER_APPTAINER = "/usr/bin/apptainer"
 #: Where the job's scratch directory appears inside its container.
 JOB_TARGET_DIR = "/srv"
+#: Apptainer's option that passes the job's environment without evaluating it.
+NO_EVAL = "--no-eval"
+#: The starter's job wrapper (site/job_wrapper.py), beside the pilots' config.
+WRAPPER_NAME = "job_wrapper.py"
 #: The job attributes that may name an image, in the order the startd looks at them.
 IMAGE_ATTRS = ("ContainerImage", "SingularityImage")
 
@@ -107,20 +115,36 @@ def gpu_job_lines(vendor: str) -> str:
     return ""
 
 
+def write_wrapper(pilots_dir: str, runtime_name: str, image: str) -> None:
+    """The job wrapper that job_container_lines names, for pilots of a nesting runtime."""
+    if isolates(runtime_name):
+        path = Path(pilots_dir, WRAPPER_NAME)
+        path.write_text(job_wrapper.script(image))
+        os.chmod(path, 0o755)
+
+
 def job_container_lines(
-    runtime_name: str, image: str, spool: str | None = None, gpu_vendor: str = ""
-) -> str:
+    runtime_name: str, image: str, spool: str | None = None, gpu_vendor: str = "",
+    pilots_dir: str = "",
+) -> str:  # fmt: skip
     """Config lines of a pilot's startd: every job in its own nested container of the
     site image, or of its own image when export shipped it to `spool` (the export's
     remote SPOOL; None for pilots that serve several exports, which then run no job
-    image); `gpu_vendor`: the devices a GPU job's container gets. Nothing for a runtime
-    that cannot nest."""
+    image); `gpu_vendor`: the devices a GPU job's container gets; `pilots_dir`: where
+    write_wrapper put the job wrapper (none: no wrapper). Nothing for a runtime that
+    cannot nest."""
     if not isolates(runtime_name):
         return (
             f"# Runtime {runtime_name}: jobs run beside the startd, as the site account, with\n"
             "# no container of their own (see [site] shared_account in the profile)."
         )
     image_expr, image_start = _image_lines(image, spool)
+    wrapper = (
+        "# A job killed by a signal in its container is reported so (site/job_wrapper.py).\n"
+        f"USER_JOB_WRAPPER = {pilots_dir}/{WRAPPER_NAME}\n"
+        if pilots_dir
+        else ""
+    )
     return f"""# Every job in its own container nested in the startd's: the site image, or the
 # job's own image when export shipped it into this export's images directory. It sees
 # the image and its scratch directory (at {JOB_TARGET_DIR}), no export directory, key,
@@ -130,7 +154,11 @@ SINGULARITY = {INNER_APPTAINER}
 SINGULARITY_JOB = TRUE
 SINGULARITY_IMAGE_EXPR = {image_expr}
 SINGULARITY_BIND_EXPR = ""
-SINGULARITY_EXTRA_ARGUMENTS = ""
+# --no-eval: Apptainer writes the job's environment into a script it sources in the
+# container, double-quoted and so evaluated (`$x`, backquotes; a value that ends in a
+# backslash loses every variable) unless told not to: then single-quoted, each value
+# arrives byte for byte.
+SINGULARITY_EXTRA_ARGUMENTS = "{NO_EVAL}"
 SINGULARITY_TARGET_DIR = {JOB_TARGET_DIR}
 SINGULARITY_MOUNT_HOME = FALSE
 SINGULARITY_USE_PID_NAMESPACES = TRUE
@@ -145,4 +173,4 @@ SINGULARITY_RUN_TEST_BEFORE_JOB = FALSE
 HasSIF = True
 STARTD_ATTRS = $(STARTD_ATTRS) HasSIF
 START = ($(START)) && {JOB_GUARD} && {image_start}
-{gpu_job_lines(gpu_vendor)}""".rstrip()
+{wrapper}{gpu_job_lines(gpu_vendor)}""".rstrip()

@@ -66,6 +66,10 @@ def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict
         if not target.exists():
             _link_or_copy(source / relative, target)
             linked += 1
+    for relative in manifest.dirs:  # the inputs' directories, empty ones too
+        if relative.startswith("/") or ".." in relative.split("/"):
+            raise AgentError(f"manifest names directory {relative!r} outside the spool")
+        (spool / relative).mkdir(parents=True, exist_ok=True)
     for iwd in manifest.remote_iwds():
         Path(iwd).mkdir(parents=True, exist_ok=True)
     ads = jql.read_log(source / QUEUE_LOG)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, replace
 
-from lumberjack.core.contract import ExportLayout
+from lumberjack.core.contract import ExportLayout, PilotRequest, PilotSpec
 from lumberjack.core.slot_ad import PILOT_ATTR, RETIRE_ATTR, RETIRE_START
 from lumberjack.site.batch import BatchSystem
 from lumberjack.site.gpus import passthrough_args, startd_gpu_lines
@@ -141,7 +141,11 @@ def pilot_config(settings: PoolSettings) -> str:
     after which the startd accepts no new job).
     """
     containers = job_container_lines(
-        settings.runtime_name, settings.image, _job_images_spool(settings), settings.gpu_vendor
+        settings.runtime_name,
+        settings.image,
+        _job_images_spool(settings),
+        settings.gpu_vendor,
+        pilots_dir=settings.layout.pilots,
     )
     gpu_lines = startd_gpu_lines(
         settings.gpus, settings.gpu_vendor, settings.gpu_model, settings.simulate_gpus
@@ -190,6 +194,21 @@ def retire_command(layout: ExportLayout, batch: BatchSystem) -> str:
         f'lj_id="${{{batch.JOB_ID_ENV}:-}}"; mkdir -p {mark_dir} && '
         f'touch {mark_dir}/"${{lj_id%%.*}}"'
     )
+
+
+def pilot_script(
+    request: PilotRequest, layout: ExportLayout, batch: BatchSystem, number: int
+) -> tuple[str, str]:
+    """(job name, script) of pilot `number` (from 1) of an export or lease: the one
+    renderer, used by the agent before it submits and by `--show-script` at home."""
+    spec = PilotSpec.of(
+        request,
+        name=f"lj-{layout.name}-{number}"[:63],
+        node_command=shlex.quote(layout.node_script),  # a command for `bash -c`
+        retire_command=retire_command(layout, batch),
+        output_dir=layout.pilot_output,
+    )
+    return spec.name, batch.render_pilot_script(spec)
 
 
 def node_script(

@@ -15,12 +15,15 @@ from lumberjack.core.contract import (
     ExportLayout,
     GpuPlan,
     LaunchPlan,
+    PilotRequest,
     ReleasePlan,
     release_paths,
 )
 from lumberjack.errors import BadInput
 from lumberjack.profiles.request import ResourceRequest, pilot_spec
 from lumberjack.profiles.sites import SiteProfile
+from lumberjack.site.batch import get_batch_system
+from lumberjack.site.remote_pool import pilot_script
 from lumberjack.state.ledger import ExportRecord
 
 #: How long a pilot token stays valid beyond the walltime (not days: a token taken from a
@@ -58,14 +61,7 @@ def pool_plan(request: ResourceRequest, profile: SiteProfile, layout: ExportLayo
     names, commands and output directory are the agent's to give (see PilotSpec)."""
     check_runtime(profile)
     check_pilots(request, profile)
-    spec = pilot_spec(
-        request,
-        profile,
-        name=f"lj-{layout.name}"[:63],
-        node_command=layout.node_script,
-        retire_command="true",
-        output_dir=layout.pilot_output,
-    )
+    spec = pilot_request(request, profile, layout)
     release = condor_release(profile, layout)
     queue = profile.queue(request.queue)
     plan = LaunchPlan(
@@ -77,7 +73,7 @@ def pool_plan(request: ResourceRequest, profile: SiteProfile, layout: ExportLayo
         ),
         batch_system=profile.batch_system,
         pilots=request.pilots,
-        spec=spec.request(),
+        spec=spec,
         address=profile.schedd.address,
         port=profile.schedd.port,
         token_lifetime_s=request.walltime_s + PILOT_TOKEN_MARGIN_S,
@@ -88,6 +84,48 @@ def pool_plan(request: ResourceRequest, profile: SiteProfile, layout: ExportLayo
     )
     plan.check()
     return plan
+
+
+def pilot_request(
+    request: ResourceRequest, profile: SiteProfile, layout: ExportLayout
+) -> PilotRequest:
+    """The plan's pilot request; the agent adds each pilot's name and commands."""
+    return pilot_spec(
+        request,
+        profile,
+        name=f"lj-{layout.name}"[:63],
+        node_command=layout.node_script,
+        retire_command="true",
+        output_dir=layout.pilot_output,
+    ).request()
+
+
+#: The directory a shown script is rendered under when the site's base_dir holds
+#: variables ($HOME, $SCRATCH) only the site expands; shown as base_dir is written.
+_STAND_IN = "/lumberjack-base-dir"
+
+
+def pilot_scripts(
+    request: ResourceRequest, profile: SiteProfile, root: str
+) -> list[dict[str, str]]:
+    """`--show-script`: the batch script of each pilot of `request` for the export or
+    lease whose directory at the site is `root`, rendered by the agent's own code
+    (remote_pool.pilot_script) from the plan it would be given: byte for byte what
+    the agent submits when `root` is the expanded directory (export --dry-run asks the
+    site); with base_dir's variables unexpanded, the paths read as base_dir does."""
+    check_pilots(request, profile)
+    parent = posixpath.dirname(root)
+    expanded = parent.startswith("/") and "$" not in parent
+    layout = ExportLayout(root if expanded else posixpath.join(_STAND_IN, posixpath.basename(root)))
+    spec = pilot_request(request, profile, layout)
+    batch = get_batch_system(profile.batch_system)
+    shown = []
+    for number in range(1, request.pilots + 1):
+        name, text = pilot_script(spec, layout, batch, number)
+        shown.append(
+            {"name": name, "script": text if expanded else text.replace(_STAND_IN, parent)}
+        )
+    return shown
 
 
 def check_runtime(profile: SiteProfile) -> None:

@@ -24,6 +24,7 @@ from journey import (
     query,
     site_leftovers,
     site_path,
+    site_run,
     submit,
     tree,
     wait_finished,
@@ -77,6 +78,20 @@ def test_thirty_jobs_round_trip(workspace: Path, state_dir: Path, at_site: list)
     name = unique("thirty")
     clock(f"submitted {jobs} jobs as cluster {cluster}")
 
+    # The cost and the pilot's batch script, shown before anything is spent: the script
+    # must be what Slurm receives at launch (checked below), byte for byte.
+    shown = last_json(
+        lumberjack(
+            "export", "--ids", str(cluster), "--site", "testbed", "--nodes", "3", "--cores", "2",
+            "--walltime", "20m", "--name", name, "--dry-run", "--show-script", "--json",
+        )
+    )  # fmt: skip
+    assert (shown["request"]["node_hours"], shown["request"]["charged_hours"]) == (1.0, 1.0)
+    [script] = shown["pilot_scripts"]
+    assert script["name"] == f"lj-{name}-1"
+    assert f"#SBATCH --output={SITE_BASE}/{name}/pilots/out/%x-%j.out" in script["script"]
+    clock("export --dry-run --show-script")
+
     exported = last_json(
         lumberjack(
             "export", "--ids", str(cluster), "--site", "testbed", "--nodes", "3", "--cores", "2",
@@ -105,6 +120,8 @@ def test_thirty_jobs_round_trip(workspace: Path, state_dir: Path, at_site: list)
     assert launched["place"]["placed"] and launched["place"]["jobs"] == jobs
     assert launched["place"]["owners"] == ["alice"]
     assert len(launched["pilots"]["submitted"]) == 1  # one pilot of 3 nodes
+    [pilot] = launched["pilots"]["submitted"]
+    assert site_run(f"scontrol write batch_script {pilot} -") == script["script"]
     clock("launch")
 
     seen: dict[int, str] = {}  # every process of this export met while it ran

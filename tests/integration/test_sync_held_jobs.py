@@ -8,9 +8,15 @@ import time
 from pathlib import Path
 
 import pytest
-from journey import history, lumberjack, make_job_dir, query, site_run, submit, sync_one
-
-from lumberjack.state.ledger import Ledger
+from journey import (
+    history,
+    lumberjack,
+    make_job_dir,
+    query,
+    site_run,
+    submit,
+    sync_until_imported,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +38,7 @@ def test_sync_brings_held_jobs_home(workspace: Path, state_dir: Path, at_site: l
                "--nodes", "1", "--walltime", "15m", "--name", name)  # fmt: skip
     at_site.append(name)
 
-    started, rounds = time.monotonic(), 0
-    while (phase := Ledger().get(name).phase) != "imported":
-        assert time.monotonic() - started < 300, f"{name} still {phase} after {rounds} syncs"
-        if rounds:
-            time.sleep(3)
-        sync_one(name)
-        rounds += 1
-    print(f"{name}: imported by sync after {rounds} rounds, {time.monotonic() - started:.0f} s")
+    sync_until_imported(name)
 
     attrs = ["JobStatus", "HoldReason", "HoldReasonCode", "HoldReasonSubCode", "Managed"]
     held = query(f"ClusterId == {cluster} && ProcId == 1", attrs)

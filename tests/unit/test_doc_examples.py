@@ -196,11 +196,11 @@ def test_the_example_runs_as_written(where, argv, line, isolated):
 
 
 def test_a_wrong_example_would_fail(isolated):
-    """The checks above catch what they are for: a perlmutter request with no
+    """The checks above catch what they are for: a polaris request with no
     allocation, an unknown option."""
     assert _site_request(["export", "--site", "perlmutter", "--nodes", "4"]) == (
         "perlmutter", ["--nodes", "4"])  # fmt: skip
-    assert _run(["sites", "check", "perlmutter", "--nodes", "4"]).exit_code == 2
+    assert _run(["sites", "check", "polaris", "--nodes", "2"]).exit_code == 2
     assert _run(["export", "--colour", "red", "--help"]).exit_code == 2
 
 

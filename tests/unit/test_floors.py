@@ -35,6 +35,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("_version",),
 )
 FLOOR_OF = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
+#: Rooms written at install time, absent from a fresh clone (the floors hold before install too).
+WRITTEN_AT_INSTALL = frozenset({"_version"})
 
 
 def modules(package: Path = PACKAGE) -> dict[str, Path]:
@@ -137,7 +139,7 @@ def cycle_edges(edges: dict[str, set[str]], group: list[str]) -> list[str]:
 def test_every_room_has_a_floor() -> None:
     rooms = {room_of(name) for name in modules()}
     assert rooms - set(FLOOR_OF) == set(), "give each new room a floor in FLOORS"
-    assert set(FLOOR_OF) - rooms == set(), "FLOORS names a room that is gone"
+    assert set(FLOOR_OF) - rooms - WRITTEN_AT_INSTALL == set(), "FLOORS names a room that is gone"
 
 
 def test_no_import_goes_up_a_floor() -> None:

@@ -180,7 +180,7 @@ def test_no_gpus_no_passthrough_and_unknown_vendors_refused() -> None:
 
 def test_gpu_jobs_containers_take_nothing_from_the_job_ad() -> None:
     nvidia = config_values(job_container_lines("apptainer", "/i.sif", gpu_vendor="nvidia"))
-    assert nvidia["SINGULARITY_EXTRA_ARGUMENTS"] == '""'  # the starter adds --nv itself
+    assert nvidia["SINGULARITY_EXTRA_ARGUMENTS"] == '"--no-eval"'  # the starter adds --nv itself
     assert nvidia["SINGULARITY_BIND_EXPR"] == '""'
     amd = config_values(job_container_lines("apptainer", "/i.sif", gpu_vendor="amd"))
     assert amd["SINGULARITY_ADD_ROCM_FLAG"] == "TRUE"

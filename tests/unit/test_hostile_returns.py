@@ -28,6 +28,7 @@ from lumberjack.ap.export import Plan, write_bundle
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core import returns
+from lumberjack.core.jobstatus import JobStatus
 from lumberjack.errors import BadInput
 
 CLUSTER = 7
@@ -338,7 +339,7 @@ def test_without_any_copy_of_the_sent_queue_import_refuses(world: World) -> None
 )
 def test_control_characters_in_names_are_refused(world: World, name: str) -> None:
     (world.job_dir(0) / name).write_text("x")
-    refused(world, "control characters")
+    refused(world, "control character")
 
 
 def test_name_longer_than_name_max_is_refused() -> None:
@@ -474,6 +475,16 @@ def test_forged_terminate_for_a_job_that_did_not_finish_is_dropped(world: World)
         b"007.001.000) 2025-01-02 03:04:05 Job terminated"
         not in (world.iwd / "job.log").read_bytes()
     )
+
+
+def test_the_sites_abort_event_is_left_to_the_local_schedd() -> None:
+    """A job removed at the site comes home removed; the local schedd writes its aborted
+    event (with the site's RemoveReason) when the job leaves its queue, as HTCondor
+    writes one at home: the site's copy would make it two."""
+    removed = event(1, "007.000") + event(9, "007.000", "Job was aborted.")
+    got = userlog.filter_events(removed, 7, 0, JobStatus.REMOVED)
+    assert got.data == event(1, "007.000")
+    assert got.dropped == {"written by the local schedd": 1}
 
 
 def test_event_with_control_characters_is_dropped() -> None:
@@ -726,17 +737,54 @@ def test_a_held_job_says_so_in_its_user_log_once(world: World) -> None:
     log = (world.iwd / "job.log").read_bytes()
     start = event(0, "007.000", "Job submitted") + event(1, "007.000")
     assert log.startswith(start) and b"Job terminated" not in log
+    # As HTCondor's shadow writes a failed output transfer: error, eviction, hold.
+    when = rb"\(007\.000\.000\) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+    codes = b"\n\tCode 12 Subcode 13\n\\.\\.\\.\n"
     assert re.fullmatch(
-        rb"012 \(007\.000\.000\) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d Job was held\.\n"
-        + b"\t"
-        + reason.encode()
-        + b"\n\tCode 12 Subcode 13\n\\.\\.\\.\n",
+        b"021 "
+        + when
+        + b"Error from starter on the site:\n\t"
+        + re.escape(reason.encode())
+        + codes
+        + b"004 "
+        + when
+        + b"Job was evicted\\.\n\t\\(0\\) CPU times\n[^.]*\\.\\.\\.\n"
+        + b"012 "
+        + when
+        + b"Job was held\\.\n\t"
+        + re.escape(reason.encode())
+        + codes,
         log[len(start) :],
     ), log
     assert list(root_dir.iterdir()) == []
     time.sleep(1.1)  # a rerun after a crash, later: the same returned queue, told once
     importer.run_import(None, world.bundle, world.returned, work_dir=world.work)
     assert (world.iwd / "job.log").read_bytes() == log
+
+
+@needs_root
+def test_an_output_remapped_into_a_missing_directory_holds_as_htcondor_does(
+    world: World,
+) -> None:
+    """HTCondor makes no directory for a remapped output: the transfer fails with
+    errno 2 and the job is held 12/2, its completion not counted. (The directories of a
+    directory output it does make: test_placement.)"""
+    data = json.loads((world.bundle / MANIFEST).read_text())
+    data["path_map"]["jobs"]["7.0"]["remaps"] = [["res.txt", "missing/res.txt"]]
+    (world.bundle / MANIFEST).write_text(json.dumps(data))
+    (world.job_dir(0) / "res.txt").write_text("result\n")
+    world.queue["7.0"].set("NumJobCompletions", "1")
+    report = world.run()
+    reason = f"cannot write {world.iwd}/missing/res.txt as {OWNER}: No such file or directory"
+    assert report.held == {"7.0": reason}
+    assert not (world.iwd / "missing").exists()
+    assert b"\tCode 12 Subcode 2\n" in (world.iwd / "job.log").read_bytes()
+    world.save()
+    _, merge, _ = importer.plan_import(world.bundle, world.returned)
+    importer.hold(merge, "7.0", output_writer.CannotPlace(reason, 2))
+    held = merge.ads["7.0"]
+    assert (held.get("HoldReasonCode"), held.get("HoldReasonSubCode")) == ("12", "2")
+    assert held.get("NumJobCompletions") == "0"
 
 
 def test_a_queue_log_read_again_is_hashed_and_bounded_from_its_start() -> None:

@@ -47,7 +47,7 @@ def test_every_job_runs_in_a_fixed_container_of_the_site_image(runtime: str) -> 
     # The site image unless the job names an image shipped to this export (test_job_images).
     assert config["SINGULARITY_IMAGE_EXPR"].endswith(f'"{IMAGE}"))')
     assert config["SINGULARITY_BIND_EXPR"] == '""'
-    assert config["SINGULARITY_EXTRA_ARGUMENTS"] == '""'
+    assert config["SINGULARITY_EXTRA_ARGUMENTS"] == '"--no-eval"'
     assert config["SINGULARITY_USE_PID_NAMESPACES"] == "TRUE"  # -C: own PID, IPC, env
     assert config["SINGULARITY_MOUNT_HOME"] == "FALSE"
     assert config["SINGULARITY_TARGET_DIR"] == "/srv"

@@ -99,7 +99,14 @@ CASES = {
         {"RequestGPUs": 1}, {},
         # the testbed's default queue has none; its "gpu" queue has (node g1)
         "cluster 3: RequestGPUs 1 > 0 GPUs per slot, more than a node of queue debug has: "
-        "use --queue gpu --gpus 1",
+        "use --queue gpu --gpus 1 (0.5 node-hours)",
+    ),
+    "gpus, but more nodes than the gpu queue has": (
+        {"RequestGPUs": 1}, {"nodes": 3},
+        # the hint is checked against the whole request: queue gpu has one node
+        "cluster 3: RequestGPUs 1 > 0 GPUs per slot, more than a node of queue debug has: "
+        "queue gpu has it but refuses the rest of the request; see `condor_lumberjack sites "
+        "check testbed --queue gpu --gpus 1` with your other flags",
     ),
     "disk": (
         {"RequestDisk": 20 * 1024 * 1024}, {},

@@ -168,7 +168,7 @@ def test_equality_ignores_origins(testbed):
 def test_too_many_nodes_names_flag_limit_and_ways_out(perlmutter):
     assert bad(perlmutter, nodes=12, queue="debug-cpu", allocation="m1") == (
         '--nodes 12 exceeds queue "debug-cpu" of site "perlmutter" (max 8 nodes); '
-        "use --nodes 8, --pilots 2 or --queue regular-cpu"
+        "use --nodes 8, --pilots 2 or --queue regular-cpu (24 node-hours)"
     )
 
 
@@ -193,7 +193,8 @@ def test_minimum_nodes():
     polaris = find_profile("polaris")
     assert bad(polaris, nodes=4, queue="prod-small", allocation="p") == (
         '--nodes 4 is below the minimum of queue "prod-small" of site "polaris" '
-        "(10 nodes per pilot); use --nodes 10 or --queue debug-scaling"
+        "(10 nodes per pilot); use --nodes 10, --queue debug-scaling (4 node-hours) or "
+        "--queue preemptable (4 node-hours)"
     )
     # without --nodes, a queue with a minimum starts there
     assert build_request(polaris, queue="prod-medium", allocation="p").nodes == 25
@@ -203,11 +204,11 @@ def test_minimum_nodes():
     ("kwargs", "expected"),
     [
         ({"cores": 3}, '--cores 3 exceeds queue "debug" of site "testbed" (max 2 cores per node); '
-                       "use --cores 2 or --queue gpu"),
+                       "use --cores 2 or --queue gpu (0.5 node-hours)"),
         ({"memory": "3GB"}, '--memory 3GB exceeds queue "debug" of site "testbed" '
-                            "(max 2GB per node); use --memory 2GB or --queue gpu"),
+                            "(max 2GB per node); use --memory 2GB or --queue gpu (0.5 node-hours)"),
         ({"gpus": 1}, '--gpus 1 exceeds queue "debug" of site "testbed" (it has no GPUs); '
-                      "use --queue gpu"),
+                      "use --queue gpu (0.5 node-hours)"),
         ({"walltime": "2h"}, '--walltime 02:00:00 exceeds queue "debug" of site "testbed" '
                              "(max 01:00:00); use --walltime 01:00:00"),
         ({"walltime": "soon"}, '--walltime soon is not a duration; write e.g. "02:00:00", '
@@ -231,20 +232,29 @@ def test_limit_messages(testbed, kwargs, expected):
 def test_other_queue_suggested_when_it_fits(perlmutter):
     assert bad(perlmutter, gpus=4, allocation="m1") == (
         '--gpus 4 exceeds queue "regular-cpu" of site "perlmutter" (it has no GPUs); '
-        "use --queue regular-gpu"
+        "use --queue debug-gpu (0.5 node-hours) or --queue regular-gpu (2 node-hours)"
     )
     assert bad(perlmutter, queue="debug-cpu", walltime="1h", allocation="m1") == (
         '--walltime 01:00:00 exceeds queue "debug-cpu" of site "perlmutter" (max 00:30:00); '
-        "use --walltime 00:30:00 or --queue regular-cpu"
+        "use --walltime 00:30:00 or --queue regular-cpu (1 node-hour)"
     )
 
 
-def test_allocation_required(perlmutter):
-    assert bad(perlmutter) == (
-        'site "perlmutter" charges every job to an allocation (project); '
+def test_allocation_required():
+    polaris = find_profile("polaris")
+    assert bad(polaris) == (
+        'site "polaris" charges every job to an allocation (project); '
         "use --allocation NAME with your project's name"
     )
-    assert build_request(perlmutter, allocation="m1234").allocation == "m1234"
+    assert build_request(polaris, allocation="m1234").allocation == "m1234"
+
+
+def test_allocation_optional_where_the_centre_charges_a_default_project(perlmutter):
+    # NERSC and TACC charge the default (or only) project when -A is left out.
+    for profile in (perlmutter, find_profile("stampede3")):
+        request = build_request(profile)
+        assert request.allocation is None
+        assert request.origin("allocation") == "none given: the site charges your default project"
 
 
 # ---- job runtimes, walltime suggestion and retirement ---------------------------------------
@@ -268,7 +278,8 @@ def test_job_longer_than_the_queue_names_job_attribute_and_queue(perlmutter):
     runtime = JobRuntime(3600, job="12.0", attribute="MaxRuntime")
     assert bad(perlmutter, queue="debug-cpu", allocation="m1", job_runtimes_s=[runtime]) == (
         'job 12.0 asks for 01:00:00 (MaxRuntime), more than queue "debug-cpu" of site '
-        '"perlmutter" allows (max 00:30:00); use --queue regular-cpu, or shorten the job'
+        '"perlmutter" allows (max 00:30:00); use --queue regular-cpu (1.17 node-hours), or '
+        "shorten the job"
     )
     assert "no queue there is long enough" in bad(
         perlmutter, allocation="m1", job_runtimes_s=[JobRuntime(100 * 3600)]
@@ -325,7 +336,8 @@ def test_report_lines(testbed):
     cores = next(line for line in lines if line.startswith("cores"))
     assert cores.endswith("(profile default; change with --cores)")
     assert any(line.startswith("pilots       3 (1 node each)") for line in lines)
-    assert lines[-1].startswith("retire       00:03:00")
+    assert any(line.startswith("retire       00:03:00") for line in lines)
+    assert lines[-1].startswith("cost         at most 1.5 node-hours ")
     assert any(line.startswith("running      no cap ") for line in lines)
 
 

@@ -145,7 +145,7 @@ def test_testbed_key_paths_come_from_the_environment(monkeypatch):
 def test_real_sites_facts():
     perlmutter = find_profile("perlmutter")
     assert perlmutter.login_host == "perlmutter.nersc.gov"
-    assert perlmutter.allocation_required
+    assert not perlmutter.allocation_required  # NERSC charges the default project
     assert perlmutter.default_queue.name == "regular-cpu"
     assert "#SBATCH --constraint=gpu" in perlmutter.queue("regular-gpu").directives
     assert perlmutter.queue("debug-cpu").batch_queue == ""

@@ -113,7 +113,7 @@ def test_check_breaking_a_limit_exits_2_with_one_line():
     assert result.exit_code == 2
     assert result.output == (
         'error: --nodes 12 exceeds queue "debug-cpu" of site "perlmutter" (max 8 nodes); '
-        "use --nodes 8, --pilots 2 or --queue regular-cpu\n"
+        "use --nodes 8, --pilots 2 or --queue regular-cpu (24 node-hours)\n"
     )
     result = run("sites", "check", "testbed", "--cores", "9", "--json")
     assert result.exit_code == 2

@@ -17,6 +17,16 @@ def _bash_c(command: str) -> str:
     return f"bash -c {shlex.quote(command)}"
 
 
+def slurm_gpu_option(spec: PilotSpec) -> str:
+    """The GPU option of a Slurm job and its step in the spelling the site takes
+    (PilotSpec.gpu_request); "" for none."""
+    if not spec.gpus_per_node or spec.gpu_request == "none":
+        return ""
+    if spec.gpu_request == "gres":
+        return f"--gres=gpu:{spec.gpus_per_node}"
+    return f"--gpus-per-node={spec.gpus_per_node}"
+
+
 def srun(spec: PilotSpec) -> str:
     """One Slurm step, one task per node. `--kill-on-bad-exit=0` keeps the other startds
     running when one exits with an error; the step takes every CPU the job holds on a node
@@ -29,8 +39,8 @@ def srun(spec: PilotSpec) -> str:
         f'--cpus-per-task="${{SLURM_CPUS_ON_NODE:-{spec.cores_per_node}}}"',
         "--mem=0",
     ]
-    if spec.gpus_per_node:
-        parts.append(f"--gpus-per-node={spec.gpus_per_node}")
+    if slurm_gpu_option(spec):
+        parts.append(slurm_gpu_option(spec))
     parts += ["--kill-on-bad-exit=0", _bash_c(spec.node_command)]
     return " ".join(parts)
 

@@ -1,7 +1,9 @@
 """Slurm: sbatch / squeue / scontrol / scancel; launcher srun (see launchers.srun).
 
 Whole-node queues: `--exclusive` and `--mem=0` (all of each node's memory) instead of a
-memory figure; cores still go in `--cpus-per-task` so the step gets them.
+memory figure; cores still go in `--cpus-per-task` so the step gets them. GPUs: the
+spelling the profile's [batch] gpu_request names (`--gpus-per-node=N`, `--gres=gpu:N`,
+or none where the queue's nodes come with their GPUs and other spellings are refused).
 
 Query: `squeue -h -t all -o "%i|%T|%r" -j IDS`. Slurm forgets a finished job after
 MinJobAge (300 s by default) and this project plans without accounting (sacct), so a
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 
 from lumberjack.core.units import format_walltime as hhmmss
 from lumberjack.site.batch.base import BatchError, BatchSystem
+from lumberjack.site.batch.launchers import slurm_gpu_option
 from lumberjack.site.batch.pilot import PilotSpec, PilotState, PilotStatus
 
 _Q, _R, _F = PilotState.QUEUED, PilotState.RUNNING, PilotState.FAILED
@@ -81,8 +84,8 @@ class Slurm(BatchSystem):
                 lines.append(f"{d} --mem=0")
         elif spec.memory_per_node_mb:
             lines.append(f"{d} --mem={spec.memory_per_node_mb}M")
-        if spec.gpus_per_node:
-            lines.append(f"{d} --gpus-per-node={spec.gpus_per_node}")
+        if slurm_gpu_option(spec):
+            lines.append(f"{d} {slurm_gpu_option(spec)}")
         lines.append(f"{d} --time={hhmmss(spec.walltime_s)}")
         if spec.queue:
             lines.append(f"{d} --partition={spec.queue}")

@@ -19,6 +19,7 @@ from lumberjack.core.contract import ALIVE, PilotState
 from lumberjack.site import gather_logs, remote_pool
 from lumberjack.site.batch import BatchError
 from lumberjack.site.files import AgentError
+from lumberjack.site.job_container import write_wrapper
 from lumberjack.site.job_queue import (
     expire_leases,
     held_report,
@@ -63,6 +64,7 @@ class AllocationPool(Pool):
         tokens.mkdir(parents=True, exist_ok=True)
         os.chmod(tokens, 0o700)
         Path(layout.pilot_config).write_text(remote_pool.allocation_pilot_config(settings))
+        write_wrapper(settings.layout.pilots, settings.runtime_name, settings.image)
         node = remote_pool.allocation_node_script(
             settings, batch=self.batch, cores=spec.cores_per_node,
             memory_mb=spec.memory_per_node_mb, walltime_s=spec.walltime_s,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -25,7 +24,6 @@ from lumberjack.core.contract import (
     ALIVE,
     ExportLayout,
     LaunchPlan,
-    PilotSpec,
     PilotState,
     PoolState,
     SubmittedPilots,
@@ -37,6 +35,7 @@ from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, BatchSystem, get_batch_system
 from lumberjack.site.files import AgentError, make_private, read_contract, write_contract
 from lumberjack.site.idle_jobs import idle_shapes
+from lumberjack.site.job_container import write_wrapper
 from lumberjack.site.job_queue import held_report, job_counts, placed, queue_ads
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
@@ -100,6 +99,7 @@ class Pool:
         except RuntimeError as exc:
             raise AgentError(str(exc)) from None
         Path(self.layout.pilot_config).write_text(remote_pool.pilot_config(settings))
+        write_wrapper(settings.layout.pilots, settings.runtime_name, settings.image)
         spec = plan.spec
         node = remote_pool.node_script(
             settings, batch=self.batch, cores=spec.cores_per_node,
@@ -243,15 +243,10 @@ class Pool:
         self.write_pilot_files(settings)
         new = []
         for index in range(plan.pilots):
-            spec = PilotSpec.of(
-                plan.spec,
-                name=f"lj-{layout.name}-{len(submitted) + index + 1}"[:63],
-                node_command=shlex.quote(layout.node_script),  # a command for `bash -c`
-                retire_command=remote_pool.retire_command(layout, batch),
-                output_dir=layout.pilot_output,
-            )
-            script = Path(layout.pilots, f"{spec.name}.sh")
-            script.write_text(batch.render_pilot_script(spec))
+            number = len(submitted) + index + 1
+            name, text = remote_pool.pilot_script(plan.spec, layout, batch, number)
+            script = Path(layout.pilots, f"{name}.sh")
+            script.write_text(text)
             script.chmod(0o700)
             result = subprocess.run(
                 batch.submit_command(str(script)), capture_output=True, text=True,
