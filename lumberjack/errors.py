@@ -72,8 +72,8 @@ EXIT_CODES = {
     Busy.exit_code: "busy: another process holds the export or the ledger; try again",
     LoginNeeded.exit_code: "the site needs a login: condor_lumberjack login SITE",
     StateError.exit_code: "the state directory or ledger cannot be used; nothing changed",
-    SetupError.exit_code: "setup mistake (host key, login key, profile, allocation, site "
-    "image): fix it; retrying will not help",
+    SetupError.exit_code: "a setup mistake (host key, profile, allocation, site image); "
+    "retrying will not help",
     INTERNAL_ERROR_EXIT: "internal error (a bug; please report it)",
     INTERRUPTED_EXIT: "interrupted (Ctrl-C)",
 }

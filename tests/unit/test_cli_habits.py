@@ -164,7 +164,7 @@ def test_setup_mistakes_have_their_own_exit_code() -> None:
     assert SetupError.exit_code == 7 and 7 in EXIT_CODES
     assert failure(SetupError("host key of x is not in y"))[0] == 7
     assert failure(RemoteError("cannot connect to x:22: connection refused"))[0] == 3
-    assert "  7  setup mistake" in invoke("--help").stdout
+    assert "  7  a setup mistake" in invoke("--help").stdout
     assert "7 a setup mistake" in " ".join(invoke("sync", "--help").stdout.split())
 
 
