@@ -24,6 +24,16 @@ class RemoteError(LumberjackError):
     exit_code = 3
 
 
+class SetupError(BadInput):
+    """Something set up once is wrong: the site's host key unknown or changed, the login
+    key missing or refused, a profile file that does not load, an allocation the batch
+    system does not know, the site image missing. Retrying cannot help; a person must
+    fix it. Its own exit code, so cron (and whoever reads its mail) tells it from a site
+    that failed for now (RemoteError, retried next round)."""
+
+    exit_code = 7
+
+
 class Busy(LumberjackError):
     """Another lumberjack process holds the lock for this export; try again later."""
 
@@ -62,6 +72,8 @@ EXIT_CODES = {
     Busy.exit_code: "busy: another process holds the export or the ledger; try again",
     LoginNeeded.exit_code: "the site needs a login: condor_lumberjack login SITE",
     StateError.exit_code: "the state directory or ledger cannot be used; nothing changed",
+    SetupError.exit_code: "a setup mistake (host key, profile, allocation, site image); "
+    "retrying will not help",
     INTERNAL_ERROR_EXIT: "internal error (a bug; please report it)",
     INTERRUPTED_EXIT: "interrupted (Ctrl-C)",
 }

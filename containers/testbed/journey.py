@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -154,8 +155,16 @@ def history(cluster: int, projection: list[str], expect: int, timeout: float = 1
         time.sleep(0.5)
 
 
+#: A Python repr in text meant for a person (a dict, a list, True/False/None, an object).
+PYTHON_REPR = re.compile(r"\{'[^'\n]*': |\['|\b(True|False|None)\b|<\w[\w.]* object at ")
+
+#: Commands whose human output quotes files as they are (job logs, queue logs).
+QUOTES_FILES = {"logs", "inspect"}
+
+
 def lumberjack(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI as a user would."""
+    """Run the real CLI as a user would; its human output (no --json) must read as text,
+    never a Python repr, whichever test runs it."""
     result = subprocess.run(
         [sys.executable, "-m", "lumberjack", *args], capture_output=True, text=True, env=os.environ
     )
@@ -164,6 +173,13 @@ def lumberjack(*args: str, check: bool = True) -> subprocess.CompletedProcess[st
             f"condor_lumberjack {' '.join(args)} failed ({result.returncode}): "
             f"{result.stderr.strip() or result.stdout.strip()}"
         )
+    if "--json" not in args and not QUOTES_FILES & set(args[:1]):
+        found = PYTHON_REPR.search(result.stdout + result.stderr)
+        if found:
+            raise AssertionError(
+                f"condor_lumberjack {' '.join(args)} printed a Python repr "
+                f"({found.group(0)!r}):\n{result.stdout}{result.stderr}"
+            )
     return result
 
 

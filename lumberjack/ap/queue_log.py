@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from lumberjack.ap.message_text import printable, shortened
 from lumberjack.core import crashpoints, jobqueuelog, jobqueuelog_onepass
-from lumberjack.core.units import format_memory, parse_memory
+from lumberjack.core.units import format_size, parse_size
 from lumberjack.errors import BadInput
 
 T = TypeVar("T")
@@ -22,25 +22,25 @@ T = TypeVar("T")
 DEFAULT_MAX_SIZE = "1GB"
 
 
-def load_ads(path: str, max_mb: int | None = None) -> dict[str, jobqueuelog.Ad]:
+def load_ads(path: str, max_bytes: int | None = None) -> dict[str, jobqueuelog.Ad]:
     """The ads of the log at `path`, with every failure turned into a one-line BadInput
-    naming the file. Only a regular file of at most `max_mb` MB is read: a device or a
+    naming the file. Only a regular file of at most `max_bytes` is read: a device or a
     FIFO would be read forever (opened non-blocking, so a FIFO does not hang the open)."""
-    return _read(path, max_mb, jobqueuelog_onepass.read_ads)
+    return _read(path, max_bytes, jobqueuelog_onepass.read_ads)
 
 
-def load_json(path: str, max_mb: int | None = None) -> str:
+def load_json(path: str, max_bytes: int | None = None) -> str:
     """`inspect --json`'s document for the log at `path` (load_ads' ads as
     {"ads": {KEY: {NAME: VALUE}}}), failing as load_ads does."""
-    return _read(path, max_mb, jobqueuelog_onepass.read_json)
+    return _read(path, max_bytes, jobqueuelog_onepass.read_json)
 
 
-def _read(path: str, max_mb: int | None, reader: Callable[[BinaryIO, str], T]) -> T:
-    limit_mb = parse_memory(DEFAULT_MAX_SIZE) if max_mb is None else max_mb
+def _read(path: str, max_bytes: int | None, reader: Callable[[BinaryIO, str], T]) -> T:
+    limit = parse_size(DEFAULT_MAX_SIZE) if max_bytes is None else max_bytes
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         try:
-            _check_regular(path, os.fstat(fd), limit_mb)
+            _check_regular(path, os.fstat(fd), limit)
         except BaseException:
             os.close(fd)
             raise
@@ -82,14 +82,14 @@ def quick_inspect_json(args: Sequence[str]) -> bool:
     return True
 
 
-def _check_regular(path: str, info: os.stat_result, limit_mb: int) -> None:
+def _check_regular(path: str, info: os.stat_result, limit: int) -> None:
     if not stat.S_ISREG(info.st_mode):
         what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
         raise BadInput(f"{cell(path)}: is {what}, not a job_queue.log")
-    if info.st_size > limit_mb * 1024 * 1024:
+    if info.st_size > limit:
         raise BadInput(
-            f"{cell(path)}: {format_memory(-(-info.st_size // (1024 * 1024)))} is more "
-            f"than --max-size {format_memory(limit_mb)}; give a larger --max-size"
+            f"{cell(path)}: {format_size(info.st_size)} is more "
+            f"than --max-size {format_size(limit)}; give a larger --max-size"
         )
 
 

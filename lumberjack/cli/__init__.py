@@ -26,12 +26,13 @@ COMMAND_MODULES = {
     "logout": "login_cmd",
     "ship": "site_cmd",
     "launch": "site_cmd",
-    "status": "site_cmd",
+    "status": "status_cmd",
     "fetch": "site_cmd",
     "cleanup": "site_cmd",
     "sync": "site_cmd",
     "run": "site_cmd",
     "sites": "sites_cmd",
+    "manpage": "manpage",
 }
 
 

@@ -111,11 +111,14 @@ def exit_codes_help() -> str:
 
 
 def selection_options(func: F) -> F:
-    """The jobs a command takes: -c/--constraint (-jobconstraint), --ids (-ids) and ids
-    as arguments, in the spellings of the prototype too."""
+    """The jobs a command takes: -c/--constraint (-constraint, -const as condor_q spells
+    it; -jobconstraint), --ids (-ids) and ids as arguments, in the prototype's spellings
+    too. Each single-dash word is an option of its own: click matches it whole before it
+    would read `-constraint` as -c with the value "onstraint"."""
     for option in reversed((
         click.option(
-            "-c", "--constraint", "-jobconstraint", "constraint", metavar="EXPR",
+            "-c", "--constraint", "-constraint", "-const", "-jobconstraint", "constraint",
+            metavar="EXPR",
             help="ClassAd constraint selecting the jobs (whole clusters).",
         ),
         click.option(
@@ -126,6 +129,20 @@ def selection_options(func: F) -> F:
     )):  # fmt: skip
         func = option(func)
     return func
+
+
+def destination_options(func: F) -> F:
+    """--site and --lease: where `export` and `run` send the jobs (names complete)."""
+    from lumberjack.cli.completion import complete_lease, complete_site
+
+    func = click.option(
+        "--lease", metavar="NAME", shell_complete=complete_lease,
+        help="Join lease NAME (see `lease create`): its site, collector and pilots.",
+    )(func)  # fmt: skip
+    return click.option(
+        "--site", shell_complete=complete_site,
+        help="Site profile the jobs go to (see `sites list`; or --lease).",
+    )(func)  # fmt: skip
 
 
 def json_option(func: F) -> F:
@@ -152,6 +169,28 @@ def emit(as_json: bool, data: Any, text: str | None = None) -> None:
         click.echo(json.dumps(data, indent=None, sort_keys=False, default=str))
     else:
         click.echo(text if text is not None else json.dumps(data, indent=2, default=str))
+
+
+def text_of(value: Any) -> str:
+    """A value of a JSON answer as a person reads it, never a Python repr: a dict as
+    "key value, ...", a list comma-separated, True/False as yes/no, None as "-"."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{key.replace('_', ' ')} {text_of(item)}" for key, item in value.items())
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(text_of(item) for item in value) or "none"
+    return str(value)
+
+
+def text_table(rows: list[list[str]]) -> str:
+    """Rows as aligned columns (the first row the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    )
 
 
 def plural(count: int, word: str, words: str | None = None) -> str:

@@ -13,7 +13,8 @@ from lumberjack.ap.bundle_home import bundle_path
 from lumberjack.ap.names import check_name
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
-from lumberjack.cli.common import emit, json_option, plural, selection_options
+from lumberjack.cli.common import destination_options, emit, json_option, plural, selection_options
+from lumberjack.cli.completion import complete_export
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import (
     check_request,
@@ -64,12 +65,7 @@ def checked_selection(
 @cli.command("export")
 @selection_options
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
-@click.option("--site", help="Site profile the jobs go to (see `sites list`).")
-@click.option(
-    "--lease",
-    metavar="NAME",
-    help="Join lease NAME (see `lease create`): its site, collector and pilots.",
-)
+@destination_options
 @click.option(
     "--out",
     "-out",
@@ -212,7 +208,7 @@ def _unexport_help() -> str:
 
 
 @cli.command("unexport", help=_unexport_help())
-@click.argument("name")
+@click.argument("name", shell_complete=complete_export)
 @click.option(
     "--discard",
     is_flag=True,
@@ -242,7 +238,7 @@ def unexport_command(name: str, discard: bool, force: bool, dry_run: bool, as_js
         emit(
             as_json,
             {"ok": True, "dry_run": True, "clusters": record.clusters},
-            f"would hand back clusters {record.clusters}",
+            f"would hand back clusters {', '.join(map(str, record.clusters))}",
         )
         return
     result: dict[str, Any] = {}

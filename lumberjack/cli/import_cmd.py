@@ -18,6 +18,7 @@ from lumberjack.ap.identity import acting_as, owner_of_path
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.completion import complete_export
 from lumberjack.errors import BadInput
 from lumberjack.state import phases
 from lumberjack.state.ledger import Ledger
@@ -25,7 +26,7 @@ from lumberjack.state.phases import Phase
 
 
 @cli.command("import")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_export)
 @click.option(
     "--in",
     "-in",

@@ -11,17 +11,10 @@ from lumberjack.ap.queue_log import DEFAULT_MAX_SIZE, load_ads, load_json
 from lumberjack.ap.queue_log import cell as _cell
 from lumberjack.ap.queue_log import shorten as _shorten
 from lumberjack.cli import cli
-from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.common import emit, json_option, plural, text_table
 from lumberjack.core import jobqueuelog
-from lumberjack.core.units import parse_memory
+from lumberjack.core.units import parse_size
 from lumberjack.errors import BadInput
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows
-    )
 
 
 def render(path: str, summary: dict[str, Any]) -> str:
@@ -54,7 +47,7 @@ def render(path: str, summary: dict[str, Any]) -> str:
     )
     lines = [f"{_cell(path)}: {total}"]
     if len(rows) > 1:
-        lines.append(_table(rows))
+        lines.append(text_table(rows))
     return "\n".join(lines)
 
 
@@ -91,7 +84,7 @@ def render_diff(path_a: str, path_b: str, diff: dict[str, Any]) -> str:
             continue
         for name, (va, vb) in what["attrs"].items():
             rows.append([key, _cell(name), _shorten(_cell(va), 60), _shorten(_cell(vb), 60)])
-    return _table(rows)
+    return text_table(rows)
 
 
 @cli.command("inspect")
@@ -126,21 +119,21 @@ def inspect_cmd(log_file: str, other: str | None, diff: bool, max_size: str, as_
     """
     path = os.fspath(log_file)
     try:
-        max_mb = parse_memory(max_size)
+        max_bytes = parse_size(max_size)
     except ValueError as exc:
         raise BadInput(f"--max-size {max_size} {exc}") from None
     if diff or other is not None:
         if not (diff and other is not None):
             raise BadInput("compare two logs with: inspect --diff FILE OTHER")
-        changes = diff_ads(load_ads(path, max_mb), load_ads(other, max_mb))
+        changes = diff_ads(load_ads(path, max_bytes), load_ads(other, max_bytes))
         if as_json:
             emit(True, {"a": path, "b": other, "ads": changes})
         else:
             emit(False, None, render_diff(path, other, changes))
         return
     if as_json:  # the ads' attributes printed as they are
-        click.echo(load_json(path, max_mb))  # what emit(True, {"ads": ...}) would print
+        click.echo(load_json(path, max_bytes))  # what emit(True, {"ads": ...}) would print
         return
     from lumberjack.ap.queue_summary import queue_summary  # only the table needs it
 
-    emit(False, None, render(path, queue_summary(load_ads(path, max_mb))))
+    emit(False, None, render(path, queue_summary(load_ads(path, max_bytes))))

@@ -12,6 +12,7 @@ import click
 from lumberjack.ap.names import check_name
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.completion import complete_lease, complete_site
 from lumberjack.cli.request_options import (
     request_from_options,
     request_options,
@@ -66,7 +67,10 @@ def _site(record: LeaseRecord) -> Any:
 
 @lease_group.command("create")
 @click.argument("name")
-@click.option("--site", required=True, help="Site profile the lease runs at (see `sites list`).")
+@click.option(
+    "--site", required=True, shell_complete=complete_site,
+    help="Site profile the lease runs at (see `sites list`).",
+)  # fmt: skip
 @click.option("--owner", help="Whose lease it is (root only; default: who runs this).")
 @click.option(
     "--share-with", metavar="USER[,USER...]",
@@ -147,7 +151,7 @@ def create_command(
 
 
 @lease_group.command("status")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_lease)
 @json_option
 def status_command(name: str, as_json: bool) -> None:
     """The lease's pilots, the startds they run, the schedds of the exports that joined.
@@ -196,7 +200,7 @@ def _accounting_lines(exports: list[dict[str, Any]]) -> list[str]:
 
 
 @lease_group.command("share")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_lease)
 @click.option(
     "--add", metavar="USER[,USER...]", help="Local users whose jobs may join too (default: none)."
 )
@@ -228,7 +232,7 @@ def share_command(name: str, add: str | None, remove: str | None, as_json: bool)
 
 
 @lease_group.command("extend")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_lease)
 @dry_run_option
 @json_option
 def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
@@ -256,7 +260,7 @@ def extend_command(name: str, dry_run: bool, as_json: bool) -> None:
 
 
 @lease_group.command("shutdown")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_lease)
 @click.option(
     "--force", is_flag=True,
     help="Even while exports in it are not fetched (their jobs wait idle until fetched).",

@@ -6,6 +6,7 @@ import click
 
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option
+from lumberjack.cli.completion import complete_site
 from lumberjack.core.units import format_walltime, parse_walltime
 from lumberjack.errors import BadInput
 from lumberjack.profiles.sites import find_profile
@@ -25,7 +26,7 @@ def _persist_seconds(text: str | None) -> int:
 
 
 @cli.command("login")
-@click.argument("site")
+@click.argument("site", shell_complete=complete_site)
 @click.option(
     "--persist",
     metavar="DURATION",
@@ -51,7 +52,7 @@ def login_command(site: str, persist: str | None, as_json: bool) -> None:
 
 
 @cli.command("logout")
-@click.argument("site")
+@click.argument("site", shell_complete=complete_site)
 @json_option
 def logout_command(site: str, as_json: bool) -> None:
     """Close SITE's login (its background SSH connection).

@@ -7,11 +7,12 @@ import click
 from lumberjack.ap import site_logs
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
+from lumberjack.cli.completion import complete_export
 from lumberjack.state.ledger import Ledger
 
 
 @cli.command("logs")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_export)
 @click.option(
     "--job",
     "job",

@@ -13,6 +13,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from lumberjack.cli.completion import complete_queue
 from lumberjack.core.units import parse_walltime
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import (
@@ -71,6 +72,7 @@ _OPTIONS = (
     ),
     click.option(
         "--queue", default=None, metavar="NAME", show_default="the profile's",
+        shell_complete=complete_queue,
         help="Queue from the site profile.",
     ),
     click.option(

@@ -1,4 +1,5 @@
-"""`ship`, `launch`, `status`, `fetch`, `cleanup`, `sync` and `run`: an export at its site."""
+"""`ship`, `launch`, `fetch`, `cleanup`, `sync` and `run`: an export at its site (`status`
+is in status_cmd.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import click
 
 from lumberjack.ap.message_text import shortened
 from lumberjack.cli import cli, synclog
-from lumberjack.cli.common import emit, json_option, plural, selection_options
+from lumberjack.cli.common import (
+    destination_options,
+    emit,
+    json_option,
+    plural,
+    selection_options,
+    text_of,
+)
+from lumberjack.cli.completion import complete_export
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import Duration, request_options
 from lumberjack.core.units import format_walltime
@@ -20,7 +29,7 @@ from lumberjack.state import lifecycle, phases, steps, sync
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
 
-name_argument = click.argument("name")
+name_argument = click.argument("name", shell_complete=complete_export)
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Show what would be done; change nothing."
 )
@@ -53,9 +62,10 @@ def _one_step(
 
 
 def _summary(result: dict[str, Any]) -> str:
+    """A step's answer as text: one line per key, its value in words (never a repr)."""
     lines = {"skipped": skipped_line, "over_cap": over_cap_line}
     return "\n".join(
-        f"  {lines[key](value)}" if key in lines else f"  {key}: {value}"
+        f"  {lines[key](value)}" if key in lines else f"  {key.replace('_', ' ')}: {text_of(value)}"
         for key, value in result.items()
         if key not in lines or value
     )
@@ -115,61 +125,6 @@ def launch_command(name: str, shared_account: bool, dry_run: bool, as_json: bool
       condor_lumberjack launch calib
     """
     _one_step(name, as_json, dry_run, lifecycle.launch, "launch", shared_account)
-
-
-@cli.command("status")
-@name_argument
-@json_option
-def status_command(name: str, as_json: bool) -> None:
-    """Jobs by status and pilots at the site; the export's phase follows what the site
-    reports (running once a job has started, finished when no job can run there again:
-    each completed, removed, or held with nothing there that would release it).
-
-    \b
-    Example:
-      condor_lumberjack status calib --json
-    """
-    from lumberjack.transport.login import site_login
-
-    ledger = Ledger()
-    record = ledger.get(name)
-    if not phases.ends("status", record.phase):
-        emit(as_json, {"ok": True, "name": name, "phase": record.phase},
-             f"{name}: phase {record.phase} (nothing at a site)")  # fmt: skip
-        return
-    with steps.site_for(record) as site:
-        answer = lifecycle.refresh_status(ledger, site, record)
-    login, login_text = site_login(site.profile)
-    phase = ledger.get(name).phase
-    jobs = ", ".join(f"{count} {state}" for state, count in sorted(answer["jobs"].items()))
-    pilots = ", ".join(f"{job} {state}" for job, state in answer["pilots"].items()) or "none"
-    pool = "running" if answer["pool_running"] else "stopped"
-    if answer.get("placement") == "allocation":  # the queue lives in SPOOL between pilots
-        pool += " (in the allocation" + (
-            f"; {answer['interrupted']} interrupted jobs wait for the next pilot)"
-            if answer.get("interrupted") else ")"
-        )  # fmt: skip
-    lease = record.info.get("lease")
-    if lease:  # its pilots and central manager are the lease's
-        pilots += f" (lease {lease})"
-    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login,
-                   "lease": lease},
-         f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
-         f"  pool:   {pool}\n" + _held_line(answer)
-         + "".join(f"  never:  {line}\n" for line in answer.get("never_match", []))
-         + f"  login:  {record.site}: {login_text}")  # fmt: skip
-
-
-def _held_line(answer: dict[str, Any]) -> str:
-    """What the site's held jobs mean for the export's way home ("" when none is held)."""
-    final, releasable = answer.get("held_final", 0), answer.get("releasable", 0)
-    if not final and not releasable:
-        return ""
-    parts = [f"{final} for good"] if final else []
-    if releasable:
-        until = time.strftime("%H:%M UTC", time.gmtime(answer.get("wait_until") or 0))
-        parts.append(f"{releasable} the site may release (waited for until {until})")
-    return f"  held:   {', '.join(parts)}\n"
 
 
 @cli.command("fetch")
@@ -233,7 +188,10 @@ def cleanup_command(name: str, site_only: bool, force: bool, dry_run: bool, as_j
 
 
 @cli.command("sync")
-@click.option("--name", "names", multiple=True, help="Only these exports (default: all).")
+@click.option(
+    "--name", "names", multiple=True, shell_complete=complete_export,
+    help="Only these exports (default: all).",
+)  # fmt: skip
 @click.option(
     "--watch",
     is_flag=True,
@@ -274,8 +232,9 @@ def sync_command(
 
     Exit codes: 0 nothing failed (whether or not anything moved: the JSON "summary"
     says which); 1 a failure that needs a person (e.g. pilots gave up, a cap refused a
-    fetch); 2 bad input; 3 a site failed (retried next round); 5 a site needs a login.
-    Several kinds in one round give 1.
+    fetch); 2 bad input; 3 a site failed (retried next round); 5 a site needs a login;
+    7 a setup mistake (host key, login key, profile, allocation, site image: retrying
+    cannot help). Several kinds in one round give 1.
 
     \b
     Example crontab line (docs/mfa-and-cron.md has a systemd timer too):
@@ -350,8 +309,7 @@ def _sync_round(
 
 @cli.command("run")
 @selection_options
-@click.option("--site", help="Site profile the jobs go to (or --lease).")
-@click.option("--lease", metavar="NAME", help="Join lease NAME: its site, collector, pilots.")
+@destination_options
 @click.option("--name", help="Name of this export (default: SITE-DATE-TIME).")
 @request_options
 @click.option("--wait/--no-wait", default=True, help="Block until imported.")

@@ -9,7 +9,14 @@ import click
 
 from lumberjack.ap.export import Selection
 from lumberjack.cli import cli
-from lumberjack.cli.common import LumberjackGroup, emit, json_option, selection_options
+from lumberjack.cli.common import (
+    LumberjackGroup,
+    emit,
+    json_option,
+    selection_options,
+    text_table,
+)
+from lumberjack.cli.completion import complete_site
 from lumberjack.cli.image_cmd import image
 from lumberjack.cli.request_options import (
     SHOWN_EXPORT,
@@ -22,7 +29,12 @@ from lumberjack.core.units import format_memory, format_walltime
 from lumberjack.profiles.messages import display_path
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import report_dict, report_lines
-from lumberjack.profiles.sites import find_profile, load_profiles, profile_dirs
+from lumberjack.profiles.sites import (
+    check_not_retired,
+    find_profile,
+    load_profiles,
+    profile_dirs,
+)
 
 
 @cli.group("sites", cls=LumberjackGroup)
@@ -76,7 +88,7 @@ def list_cmd(wide: bool, as_json: bool) -> None:
 
 
 @sites.command("show")
-@click.argument("site")
+@click.argument("site", shell_complete=complete_site)
 @json_option
 def show_cmd(site: str, as_json: bool) -> None:
     """Show everything a site's profile says: login, paths, container, queues, defaults.
@@ -90,7 +102,7 @@ def show_cmd(site: str, as_json: bool) -> None:
 
 
 @sites.command("check")
-@click.argument("site")
+@click.argument("site", shell_complete=complete_site)
 @selection_options
 @request_options
 @show_script_option
@@ -135,6 +147,7 @@ def check_cmd(
     if selection is not None:
         selection.check()  # the input first: no schedd is asked about a typo
     profile = find_profile(site)
+    check_not_retired(profile)  # as export does: a request there could never be used
     request = request_from_options(profile, **request_flags)  # the flags, before any schedd
     matched: dict[str, Any] = {}
     matched_lines: list[str] = []
@@ -165,13 +178,6 @@ def check_cmd(
     )  # fmt: skip
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
-    ]
-
-
 #: `sites list` fits a terminal this wide (without --wide).
 LIST_COLUMNS = 100
 
@@ -195,7 +201,7 @@ def _list_text(profiles: list[SiteProfile], wide: bool = False) -> str:
         room = max(LIST_COLUMNS - rest, len("SYSTEM"))
         for row in rows:
             row[1] = row[1] if len(row[1]) <= room else row[1][: room - 3] + "..."
-    return "\n".join(_table(rows))
+    return text_table(rows)
 
 
 def _tested_word(p: SiteProfile) -> str:
@@ -255,7 +261,7 @@ def _show_text(p: SiteProfile) -> str:
                 "; ".join(notes),
             ]
         )
-    lines += [f"    {row}" for row in _table(rows)]
+    lines += [f"    {row}" for row in text_table(rows).splitlines()]
     d = p.defaults
     defaults = [
         f"{label} {value}"

@@ -76,6 +76,25 @@ def parse_memory(text: Union[str, int], *, unit_required: bool = False) -> int:
     return int(math.ceil(float(number) * _MEMORY_MB[unit[0].upper()]))
 
 
+def parse_size(text: str) -> int:
+    """Bytes from a size in parse_memory's spellings ("1KB", "500MB", "4GB"; a plain
+    number is MB): a limit below a megabyte stays what it says."""
+    match = _MEMORY.match(str(text).strip())
+    if not match:
+        raise ValueError('is not a size; write e.g. "500MB" or "4GB"')
+    number, unit = match.groups()
+    return int(math.ceil(float(number) * _MEMORY_MB[(unit or "M")[0].upper()] * 1024 * 1024))
+
+
+def format_size(size: int) -> str:
+    """Bytes, rounded up, in the largest unit that keeps a whole number above 0:
+    26000 -> "26KB" (binary units, as parse_size reads them)."""
+    for unit, factor in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size >= factor:
+            return f"{-(-size // factor)}{unit}"
+    return f"{size} bytes"
+
+
 def format_walltime(seconds: int) -> str:
     """Seconds as HH:MM:SS, hours beyond 24 allowed ("48:00:00"), as batch systems take."""
     hours, rest = divmod(int(seconds), 3600)

@@ -14,7 +14,7 @@ from typing import Any, Union
 
 from pydantic import ValidationError
 
-from lumberjack.errors import BadInput
+from lumberjack.errors import BadInput, SetupError
 from lumberjack.profiles.messages import display_path, one_line
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.profile_file import ProfileFile
@@ -137,17 +137,18 @@ def load_profile(path: Union[str, os.PathLike[str]]) -> SiteProfile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BadInput(f"{shown}: no such profile file") from None
+    # A profile that is there but does not load is a setup mistake (exit 7), not a typo.
     except OSError as exc:
-        raise BadInput(f"{shown}: cannot read it ({exc.strerror})") from None
+        raise SetupError(f"{shown}: cannot read it ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise BadInput(f"{shown}: not UTF-8 text") from None
+        raise SetupError(f"{shown}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{shown}: not valid TOML: {exc}") from None
+        raise SetupError(f"{shown}: not valid TOML: {exc}") from None
     context = {"path": path, "batch_system": _known_batch_system(data)}
     try:
         checked = ProfileFile.model_validate(data, context=context)
     except ValidationError as exc:
-        raise one_line(exc, ProfileFile, data, shown) from None
+        raise SetupError(str(one_line(exc, ProfileFile, data, shown))) from None
     return SiteProfile.from_file(checked, path)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
-from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError
+from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError, SetupError
 from lumberjack.state import queue_commands
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
@@ -157,5 +157,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _unreachable(exc: BaseException, message: str) -> LumberjackError:
-    """The refusal when the site did not answer: a login to renew stays that kind."""
-    return LoginNeeded(message) if isinstance(exc, LoginNeeded) else RemoteError(message)
+    """The refusal when the site did not answer: a login to renew, or a setup mistake,
+    stays that kind."""
+    if isinstance(exc, (LoginNeeded, SetupError)):
+        return type(exc)(message)
+    return RemoteError(message)

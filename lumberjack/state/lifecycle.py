@@ -31,6 +31,7 @@ from lumberjack.core.manifest import FileEntry
 from lumberjack.profiles.sites import check_not_retired
 from lumberjack.state import phases, queue_commands
 from lumberjack.state.isolation_guard import check_isolation
+from lumberjack.state.job_lookup import record_status
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
 from lumberjack.state.plans import check_runtime, condor_release, launch_plan, request_of
@@ -159,6 +160,8 @@ def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str
         answer["never_match"] = matchmaking.never_match(
             answer.get("idle_shapes"), site.profile, request_of(record.info)
         )
+    if "error" not in answer:
+        record_status(ledger, record.name, answer)
     phase = ledger.get(record.name).phase  # now, not when the command started
     ledger.move(record.name, "status", status_phase(phase, answer))
     return answer

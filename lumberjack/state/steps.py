@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.core import crashpoints
 from lumberjack.core.contract import ExportLayout, LaunchPlan, lease_dir_name, to_json
-from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError
+from lumberjack.core.setup_failures import is_setup_failure
+from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError, SetupError
 from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
@@ -96,7 +97,8 @@ class Site:
         self.conn.put_bytes(to_json(plan).encode(), layout.launch_plan, 0o600)
 
     def agent(self, layout: ExportLayout, command: str) -> dict[str, Any]:
-        """Run the site agent; its JSON answer, or RemoteError with its one-line reason."""
+        """Run the site agent; its JSON answer, or RemoteError with its one-line reason
+        (SetupError when that reason is a setup mistake: retrying cannot help)."""
         line = f"python3 {shlex.quote(layout.agent)} {command} {shlex.quote(layout.root)}"
         point = crashpoints.armed()
         if point:  # the agent's own crash points (tests): the same variable, over SSH
@@ -108,7 +110,8 @@ class Site:
             detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
             raise RemoteError(f"site agent {command} failed: {detail}") from None
         if "error" in answer:
-            raise RemoteError(f"site agent {command}: {answer['error']}")
+            kind = SetupError if is_setup_failure(answer["error"]) else RemoteError
+            raise kind(f"site agent {command}: {answer['error']}")
         return answer
 
     def prefetch_status(self, layouts: list[ExportLayout]) -> None:

@@ -14,7 +14,7 @@ from typing import Optional
 
 import paramiko
 
-from lumberjack.errors import BadInput, RemoteError
+from lumberjack.errors import RemoteError, SetupError
 from lumberjack.profiles.sites import SiteProfile
 
 
@@ -23,11 +23,11 @@ def known_hosts_file(profile: SiteProfile) -> Path:
 
 
 def identity_file(profile: SiteProfile) -> Optional[Path]:
-    """The private key the profile names (None: the client's own choice); BadInput, one
+    """The private key the profile names (None: the client's own choice); SetupError, one
     line, when it does not exist."""
     identity = profile.identity_file_path()
     if identity is not None and not identity.is_file():
-        raise BadInput(
+        raise SetupError(
             f"site {profile.name}: identity_file {identity} does not exist; "
             "fix [site].identity_file in its profile"
         )
@@ -40,7 +40,7 @@ def pin(client: paramiko.SSHClient, known_hosts: Path) -> None:
         try:
             client.get_host_keys().load(str(known_hosts))
         except (OSError, paramiko.SSHException) as exc:
-            raise BadInput(f"{known_hosts}: unreadable known_hosts file ({exc})") from exc
+            raise SetupError(f"{known_hosts}: unreadable known_hosts file ({exc})") from exc
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
 
@@ -60,18 +60,20 @@ def _fix(profile: SiteProfile, known_hosts: Path) -> tuple[str, str, str]:
     return host_key_name(host, port), keyscan, verify
 
 
-def changed_key(profile: SiteProfile, known_hosts: Path) -> RemoteError:
+# A host key that is unknown or changed is a setup mistake (exit 7): cron retrying it
+# every minute cannot help, a person must check the key.
+def changed_key(profile: SiteProfile, known_hosts: Path) -> SetupError:
     name, keyscan, verify = _fix(profile, known_hosts)
-    return RemoteError(
+    return SetupError(
         f"host key of {name} does not match {known_hosts}: the site changed its key "
         f"or someone is in the way; if the site announced a new key, run "
         f"ssh-keygen -R '{name}' -f {known_hosts} && {keyscan} >> {known_hosts}, {verify}"
     )
 
 
-def unknown_key(profile: SiteProfile, known_hosts: Path) -> RemoteError:
+def unknown_key(profile: SiteProfile, known_hosts: Path) -> SetupError:
     name, keyscan, verify = _fix(profile, known_hosts)
-    return RemoteError(
+    return SetupError(
         f"host key of {name} is not in {known_hosts}; add it with "
         f"{keyscan} >> {known_hosts}, {verify}"
     )
@@ -88,7 +90,11 @@ def connect_error(
     if isinstance(exc, paramiko.BadHostKeyException):
         return changed_key(profile, known_hosts)
     if isinstance(exc, paramiko.AuthenticationException):
-        return RemoteError(f"cannot log in to {where}: authentication failed ({exc})")
+        # The key is not (or no longer) accepted there: a person installs or names it.
+        return SetupError(
+            f"cannot log in to {where}: authentication failed ({exc}); install your public "
+            "key at the site or name the right one in the profile's identity_file"
+        )
     if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
         return unknown_key(profile, known_hosts)
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from lumberjack.ap.message_text import one_line
 from lumberjack.ap.state_home import state_dir
-from lumberjack.errors import BadInput, LoginNeeded, LumberjackError, RemoteError
+from lumberjack.errors import BadInput, LoginNeeded, LumberjackError, RemoteError, SetupError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys
 from lumberjack.transport.messages import last_line
@@ -122,7 +122,9 @@ def can_prompt() -> bool:
 def start_master(profile: SiteProfile, path: Path, persist_s: int) -> None:
     """Open a master on `path`: ssh asks the person on the terminal (or askpass) once,
     then stays in the background for `persist_s` seconds after its last command."""
-    if not can_prompt():
+    # A key site logs in without asking (the agent or an unprotected key): no terminal
+    # is needed there, and its message must not speak of a one-time code.
+    if profile.auth == "mfa" and not can_prompt():
         raise LoginNeeded(
             f"site {profile.name} asks for a one-time code and there is no terminal to "
             f"ask on; run condor_lumberjack login {profile.name} in a terminal"
@@ -149,6 +151,12 @@ def ssh_error(profile: SiteProfile, stderr: str, *, login: bool = False) -> Lumb
     if "Host key verification failed" in stderr:
         return hostkeys.unknown_key(profile, known_hosts)
     if "Permission denied" in stderr:
+        if login and profile.auth != "mfa":  # the key is the setup: retrying cannot help
+            return SetupError(
+                f"site {profile.name} refused the key ({last_line(stderr)}): install your "
+                "public key there or name the right one in the profile's identity_file "
+                "(a key with a passphrase: load it into ssh-agent first)"
+            )
         if login:
             return RemoteError(
                 f"site {profile.name} refused the login ({last_line(stderr)}): a wrong or "

@@ -4,6 +4,7 @@ and refuse what they must."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import uuid
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lumberjack.ap.bundle import FileEntry, entry_for
-from lumberjack.errors import RemoteError
+from lumberjack.errors import RemoteError, SetupError
 from lumberjack.profiles.sites import find_profile
 from lumberjack.transport import Progress, SiteConnection
 
@@ -196,7 +197,7 @@ def test_unknown_host_key_is_refused(profile, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     stranger = dataclasses.replace(profile, known_hosts=str(empty))
-    with pytest.raises(RemoteError) as caught:
+    with pytest.raises(SetupError) as caught:  # exit 7: a person checks the key
         SiteConnection(stranger).open()
     message = str(caught.value)
     assert "\n" not in message
@@ -210,7 +211,7 @@ def test_changed_host_key_is_refused(profile, tmp_path: Path) -> None:
     other = (Path(os.environ["LUMBERJACK_TESTBED_DIR"]) / "site/id_ed25519.pub").read_text()
     wrong = tmp_path / "known_hosts"
     wrong.write_text(f"{pinned[0]} {' '.join(other.split()[:2])}\n")
-    with pytest.raises(RemoteError, match="does not match .* someone is in the way"):
+    with pytest.raises(SetupError, match="does not match .* someone is in the way"):
         SiteConnection(dataclasses.replace(profile, known_hosts=str(wrong))).open()
 
 
@@ -218,3 +219,31 @@ def test_refused_connection_names_host_and_port(profile) -> None:
     closed = dataclasses.replace(profile, port=2)
     with pytest.raises(RemoteError, match="^cannot connect to 10.251.0.2:2: connection refused$"):
         SiteConnection(closed).open()
+
+
+def test_unknown_host_key_exits_7_from_the_command_line(profile, tmp_path: Path) -> None:
+    """The command line as cron meets it: a site whose host key is not pinned is a setup
+    mistake (exit 7, one line naming the fix), not "site failed, retry later" (3); and
+    `login` at a key site goes to ssh with no terminal, speaking of no one-time code."""
+    from journey import lumberjack
+
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (tmp_path / "known_hosts").write_text("")
+    text = profile.path.read_text()
+    text = text.replace('name = "testbed"', 'name = "stranger"')
+    text = text.replace('known_hosts = "${LUMBERJACK_TESTBED_DIR}/site/known_hosts"',
+                        f'known_hosts = "{tmp_path}/known_hosts"')  # fmt: skip
+    (profiles / "stranger.toml").write_text(text)
+    env = {"LUMBERJACK_SITE_PROFILES": str(profiles), "LUMBERJACK_STATE_DIR": str(tmp_path / "s")}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        refused = lumberjack("login", "stranger", check=False)
+        as_json = lumberjack("login", "stranger", "--json", check=False)
+    assert refused.returncode == 7, refused.stderr
+    assert refused.stdout == ""
+    assert refused.stderr.startswith("error: host key of [10.251.0.2]:2222 is not in ")
+    assert "ssh-keyscan -p 2222 10.251.0.2 >> " in refused.stderr
+    assert "one-time code" not in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert as_json.returncode == 7 and json.loads(as_json.stdout)["ok"] is False

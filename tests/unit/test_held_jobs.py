@@ -135,7 +135,7 @@ def test_a_job_held_from_home_is_waited_for_as_a_releasable_one(layout: ExportLa
 
 
 def test_status_text_says_what_the_held_jobs_mean() -> None:
-    from lumberjack.cli.site_cmd import _held_line
+    from lumberjack.cli.status_cmd import _held_line
 
     assert _held_line({"jobs": {"completed": 2}}) == ""  # an agent from before: nothing
     assert _held_line({"held_final": 1, "releasable": 0}) == "  held:   1 for good\n"

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import lumberjack.profiles
 from lumberjack.cli import cli
-from lumberjack.errors import BadInput
+from lumberjack.errors import BadInput, SetupError
 from lumberjack.profiles.sites import (
     check_not_retired,
     find_profile,
@@ -80,12 +80,14 @@ def write_profile(directory: Path, name: str = "foo", text: str | None = None, *
     return path
 
 
-def error_of(path: Path) -> str:
+def error_of(path: Path, code: int = SetupError.exit_code) -> str:
+    """The one line a profile that does not load gives (exit 7: a setup mistake; a
+    missing file named on the command line is bad input, exit 2)."""
     with pytest.raises(BadInput) as info:
         load_profile(path)
     message = str(info.value)
     assert "\n" not in message
-    assert info.value.exit_code == 2
+    assert info.value.exit_code == code
     return message
 
 
@@ -299,7 +301,7 @@ def test_not_toml_and_missing_files(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[site\nname = 1\n")
     assert error_of(bad).startswith("bad.toml: not valid TOML: ")
-    assert error_of(tmp_path / "none.toml") == "none.toml: no such profile file"
+    assert error_of(tmp_path / "none.toml", code=2) == "none.toml: no such profile file"
     empty = tmp_path / "empty.toml"
     empty.write_text("")
     assert error_of(empty) == "empty.toml: [site] is missing; see site-profiles/README.md"
@@ -398,6 +400,12 @@ def test_a_retired_site_is_refused_with_its_successor():
     result = CliRunner().invoke(cli, ["export", "--ids", "1", "--site", "theta", "--json"])
     assert result.exit_code == 2
     assert json.loads(result.stdout)["error"].endswith('is retired; use its successor "polaris"')
+    # sites check says so too (it exited 0 without a word): a request there is never used
+    result = CliRunner().invoke(cli, ["sites", "check", "theta"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        'error: site theta (ALCF Theta (retired)) is retired; use its successor "polaris"'
+    )
 
 
 def test_unknown_site_names_the_known_ones():

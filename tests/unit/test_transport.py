@@ -17,7 +17,7 @@ import pytest
 
 from lumberjack.ap.bundle import FileEntry, entry_for
 from lumberjack.core.returns import Limits
-from lumberjack.errors import BadInput, RemoteError
+from lumberjack.errors import BadInput, RemoteError, SetupError
 from lumberjack.profiles.sites import load_profile
 from lumberjack.site import transfer_helper
 from lumberjack.transport import (
@@ -312,7 +312,7 @@ def test_plain_absolute_paths_need_no_site(profile) -> None:
 
 
 def test_missing_identity_file_is_bad_input(profile) -> None:
-    with pytest.raises(BadInput, match="identity_file .* does not exist"):
+    with pytest.raises(SetupError, match="identity_file .* does not exist"):
         SiteConnection(profile).open()
 
 
@@ -325,7 +325,8 @@ def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
     unknown = connect_error(
         paramiko.SSHException("Server '[10.251.0.2]:2222' not found in known_hosts")
     )
-    assert isinstance(unknown, RemoteError)
+    assert isinstance(unknown, SetupError)  # exit 7: cron retrying it cannot help
+    assert SetupError.exit_code != RemoteError.exit_code
     text = str(unknown)
     assert "\n" not in text
     assert "[10.251.0.2]:2222 is not in" in text
@@ -334,13 +335,17 @@ def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
     key = paramiko.RSAKey.generate(1024)
     changed = connect_error(paramiko.BadHostKeyException("h", key, key))
     assert "does not match" in str(changed) and "ssh-keygen -R" in str(changed)
+    assert isinstance(changed, SetupError)
     refused = connect_error(
         paramiko.ssh_exception.NoValidConnectionsError({("10.251.0.2", 2222): OSError()})
     )
     assert str(refused) == "cannot connect to 10.251.0.2:2222: connection refused"
-    assert "10.251.0.2:2222" in str(connect_error(TimeoutError()))
+    assert type(refused) is RemoteError  # the site may come back: exit 3, retried
+    timed_out = connect_error(TimeoutError())
+    assert "10.251.0.2:2222" in str(timed_out) and type(timed_out) is RemoteError
     auth = connect_error(paramiko.AuthenticationException("no"))
     assert str(auth).startswith("cannot log in to hpcuser@10.251.0.2:2222")
+    assert isinstance(auth, SetupError) and "identity_file" in str(auth)
 
 
 def test_helper_command_is_one_line() -> None:
