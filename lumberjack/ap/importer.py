@@ -450,12 +450,7 @@ def run_import(
             f"{owner!r}'s; refusing to import"
         )
     acting = owner_of(manifest.owner)
-    report = ImportReport(manifest.name, jobs=len(plans))
-    report.completed, report.handed_back_idle = merge.completed, merge.idle
-    report.site_changes = merge.site_changes
-    report.not_sent, report.missing = merge.not_sent, merge.missing
-    report.held_at_site = [k for k, s in merge.statuses.items() if s is JobStatus.HELD]
-    _list_plans(report, plans)
+    report = _planned_report(manifest, merge, plans)
     if dry_run:
         return report
 
@@ -491,6 +486,19 @@ def run_import(
             else:  # the schedd opens the queue as whom it authenticates: the owner
                 args = {"location": schedd.location, "import_dir": str(merge_dir), "wake": wake}
                 as_user.call_as(manifest.owner, import_as_owner, args)
+    return report
+
+
+def _planned_report(
+    manifest: bundle_mod.Manifest, merge: QueueMerge, plans: list[JobPlan]
+) -> ImportReport:
+    """What the import will do, before anything is done (all a dry run says)."""
+    report = ImportReport(manifest.name, jobs=len(plans))
+    report.completed, report.handed_back_idle = merge.completed, merge.idle
+    report.site_changes = merge.site_changes
+    report.not_sent, report.missing = merge.not_sent, merge.missing
+    report.held_at_site = [k for k, s in merge.statuses.items() if s is JobStatus.HELD]
+    _list_plans(report, plans)
     return report
 
 
