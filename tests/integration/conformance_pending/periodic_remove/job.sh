@@ -1,3 +1,0 @@
-#!/bin/sh
-echo "running until removed"
-sleep 300
