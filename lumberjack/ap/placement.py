@@ -85,10 +85,6 @@ class Placement(NamedTuple):
     source: str
     dest: str
     kind: str
-    #: For an output: the directory that must exist already (HTCondor makes the
-    #: directories of a directory output, never the one its top entry goes into: a
-    #: remap into a missing directory holds the job).
-    parent: str = ""
 
 
 def check_safe_relative(name: str, context: str = "") -> str:
@@ -159,14 +155,14 @@ def plan_outputs(
             prefix = name + "/"
             for f in present:
                 if f == name or f.startswith(prefix):
-                    plan.add(f, _destination(job, f, ctx), "output", _parent(job, name, ctx))
+                    plan.add(f, _destination(job, f, ctx), "output")
     else:
         skip = set(job.input_names)
         for f in present:
             top = _top(f)
             if is_schedd_file(top) or top.startswith(RESERVED_PREFIX) or top in skip:
                 continue
-            plan.add(f, _destination(job, f, ctx), "output", _parent(job, top, ctx))
+            plan.add(f, _destination(job, f, ctx), "output")
     return plan.placements
 
 
@@ -187,7 +183,7 @@ class _Plan:
             self._roots = allowed_roots(self.job)
         return self._roots
 
-    def add(self, source: str, dest: str, kind: str, parent: str = "") -> None:
+    def add(self, source: str, dest: str, kind: str) -> None:
         dest = normpath(dest)
         inside = any(relative_to(dest, root) is not None for root in self.roots)
         if not dest.startswith("/") or not inside:
@@ -195,7 +191,7 @@ class _Plan:
                 f"{self.ctx}: refusing to place {shown(source)} at {shown(dest)}, "
                 "outside the job's original directories"
             )
-        p = Placement(source, dest, kind, parent)
+        p = Placement(source, dest, kind)
         known = self._by_dest.get(dest)
         if known == p:
             return
@@ -232,11 +228,6 @@ def _destination(job: JobPaths, name: str, ctx: str) -> str:
     if "://" in target:
         raise BadInput(f"{ctx}: output remap to URL {shown(target)} is not supported")
     return resolve(target, job.local_iwd, f"{ctx} output")
-
-
-def _parent(job: JobPaths, top: str, ctx: str) -> str:
-    """The directory the output entry `top` (a name in the sandbox) goes into at home."""
-    return posixpath.dirname(_destination(job, top, ctx))
 
 
 def _top(name: str) -> str:

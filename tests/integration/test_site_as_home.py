@@ -183,16 +183,11 @@ def test_environment_and_signals_come_home_as_htcondor_reports_them(
     made = set((dirs_dir / "out.0").read_text().split())
     assert made == sandbox_paths(dirs_dir, DIR_INPUTS), made
 
-    # An output remapped into a missing directory: held 12/2 (errno 2), no completion
-    # counted, after the error and eviction events, as HTCondor's shadow holds it.
-    (held,) = finished(remap_cluster, ["HoldReasonCode", "HoldReasonSubCode", "NumJobCompletions"],
-                       1, status=5)  # fmt: skip
-    assert (held["HoldReasonCode"], held["HoldReasonSubCode"]) == (12, 2), held
-    assert held.get("NumJobCompletions", 0) == 0, held
-    assert not (remap_dir / "missing").exists()
-    codes = [line[:3] for line in (remap_dir / "job.log").read_text().splitlines()
-             if line[:3].isdigit() and f"({remap_cluster:03d}." in line]  # fmt: skip
-    assert codes[-3:] == ["021", "004", "012"] and "005" not in codes, codes
+    # An output remapped into a missing directory: HTCondor 25's shadow makes the
+    # directory (the conformance suite's reference pool shows it), and so does import.
+    (done,) = finished(remap_cluster, ["NumJobCompletions"], 1, status=4)
+    assert done.get("NumJobCompletions") == 1, done
+    assert (remap_dir / "missing" / "res.txt").read_text() == "result\n"
 
     # Removed at the site by its periodic_remove: removed at home with HTCondor's reason,
     # and one aborted event, which the local schedd writes as the job leaves its queue.

@@ -123,9 +123,6 @@ def test_the_first_site_commands_run_up_to_the_dry_run(installed: Installed) -> 
 
 
 def run_first_site(installed: Installed, commands: list[str], batch: str) -> None:
-    # The batch script the pilots are submitted with, where the CLI can show it (the
-    # request report's --show-script comes with the cost view, on its own branch).
-    show_script = "--show-script" in installed.run("condor_lumberjack", "export", "--help").stdout
     outputs = []
     for command in commands:
         words = shlex.split(command.replace('"calib"', f'"{batch}"'))
@@ -135,8 +132,7 @@ def run_first_site(installed: Installed, commands: list[str], batch: str) -> Non
             words[words.index("--site") + 1] = "testbed"
             words[words.index("--walltime") + 1] = "1h"  # the testbed queue's limit
             testbed_env = {"LUMBERJACK_TESTBED_DIR": os.environ["LUMBERJACK_TESTBED_DIR"]}
-            if show_script:
-                words.append("--show-script")
+            words.append("--show-script")  # the batch script the pilots get
         done = installed.run(*words, **testbed_env)
         assert done.returncode == 0, (command, done.stdout, done.stderr)
         outputs.append(done.stdout)
@@ -148,8 +144,7 @@ def run_first_site(installed: Installed, commands: list[str], batch: str) -> Non
     assert "matchmaking  2 jobs match the slot" in checked, checked  # the doc's jobs, matched
     assert plan.startswith("would export 2 jobs in 1 cluster of alice as 'calib'"), plan
     assert "matchmaking  2 jobs match the slot" in plan and "cis230000" in plan, plan
-    if show_script:
-        assert "#SBATCH" in plan and "cis230000" in plan, plan
+    assert "#SBATCH --account=cis230000" in plan and "cost  " in plan, plan
     (installed.outside / "first-site-plan.txt").write_text(plan)  # for the report
     # Nothing changed: the jobs are still the local schedd's, no export was recorded.
     listing = installed.run("condor_lumberjack", "exports", "--json")

@@ -298,14 +298,3 @@ def test_remote_iwd_is_where_the_sources_live() -> None:
     # Sources are relative to the job's remote Iwd, which the path map records.
     assert job().remote_iwd == proc_spool_dir(SPOOL, 3, 0)
 
-
-def test_an_output_names_the_directory_that_must_exist_at_home() -> None:
-    """HTCondor makes the directories of a directory output, never the directory an
-    output (or its remap) goes into: that one must exist, or the job is held 12/2."""
-    j = job(TransferOutput=q("results, res.txt"),
-            TransferOutputRemaps=q("res.txt = missing/res.txt"))  # fmt: skip
-    plan = plan_outputs(j, ["results/a/b.txt", "res.txt"], j.transfer_output)
-    parents = {p.source: p.parent for p in plan}
-    assert parents == {"results/a/b.txt": IWD, "res.txt": IWD + "/missing"}
-    unlisted = plan_outputs(job(), ["made/deep/x.txt"], None)
-    assert [p.parent for p in unlisted] == [IWD]
