@@ -297,4 +297,3 @@ def test_every_destination_is_inside_the_iwd_without_remaps(names: list[str]) ->
 def test_remote_iwd_is_where_the_sources_live() -> None:
     # Sources are relative to the job's remote Iwd, which the path map records.
     assert job().remote_iwd == proc_spool_dir(SPOOL, 3, 0)
-
