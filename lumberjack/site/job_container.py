@@ -120,7 +120,7 @@ def write_wrapper(pilots_dir: str, runtime_name: str, image: str) -> None:
     if isolates(runtime_name):
         path = Path(pilots_dir, WRAPPER_NAME)
         path.write_text(job_wrapper.script(image))
-        os.chmod(path, 0o755)
+        os.chmod(path, 0o700)  # the starter runs it as the site account: no one else reads it
 
 
 def job_container_lines(
