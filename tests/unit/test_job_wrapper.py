@@ -43,9 +43,20 @@ def wrapper(tmp_path: Path) -> tuple[str, str]:
     return str(script), str(launcher)
 
 
+def _default_signals() -> None:
+    """Every signal at its default, as the starter starts a job: a test run in the
+    background of a shell would otherwise hand down SIGINT and SIGQUIT ignored."""
+    for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+
+
 def _run(wrapper: tuple[str, str], *job: str, image: str = IMAGE) -> subprocess.Popen:
     script, launcher = wrapper
-    return subprocess.Popen([sys.executable, script, launcher, "-s", "exec", "-C", image, *job])
+    command = [sys.executable, script, launcher, "-s", "exec", "-C", image, *job]
+    return subprocess.Popen(command, preexec_fn=_default_signals)
 
 
 @pytest.mark.skipif(not os.access(job_wrapper.INNER_PYTHON, os.X_OK), reason="no python3 there")
