@@ -239,3 +239,15 @@ def test_a_marenostrum5_gpu_slot_is_x86_64_with_four_gpus_and_a_gpp_slot_has_non
         "80",
     )
     assert slots["gpp"]["GPUs"] == "0" and slots["gpp"]["Cpus"] == "1"
+
+
+def test_alps_devices_carry_the_name_cuda_reports_on_daint() -> None:
+    # Re-checked 2026-11-28: CSCS's nccl-tests output names each device; a job's
+    # require_gpus on DeviceName is judged, no longer listed as not judged.
+    names = {q.name: q.gpu_device_name for q in find_profile("alps").queues}
+    assert names == {"normal": "NVIDIA GH200 120GB", "debug": "NVIDIA GH200 120GB"}
+    slot = json.loads(sites_check("alps", ["--queue", "debug", "--json"]).stdout)["slot_ad"]
+    assert (
+        slot["GPUs_GPU_3"]
+        == '[ Id = "GPU-3"; Capability = 9.0; DeviceName = "NVIDIA GH200 120GB" ]'
+    )
