@@ -135,6 +135,7 @@ def test_gpu_queues_of_the_new_sites() -> None:
         ("leonardo", "boost"): (4, "nvidia", "A100-SXM4-64GB", 8.0, 65536),
         ("leonardo", "boost-debug"): (4, "nvidia", "A100-SXM4-64GB", 8.0, 65536),
         ("deltaai", "ghx4"): (4, "nvidia", "H100 (GH200)", 9.0, 98304),
+        ("deltaai", "ghx4-interactive"): (4, "nvidia", "H100 (GH200)", 9.0, 98304),
         ("jupiter", "booster"): (4, "nvidia", "H100 (GH200)", 9.0, 98304),
         ("jupiter", "develbooster"): (4, "nvidia", "H100 (GH200)", 9.0, 98304),
         ("juwels-booster", "booster"): (4, "nvidia", "A100-SXM4-40GB", 8.0, 40960),
@@ -167,7 +168,10 @@ def queue_limits(site: str) -> dict[str, tuple]:
 
 
 def test_limits_of_the_sites_checked_on_2026_11_28() -> None:
-    assert queue_limits("deltaai") == {"ghx4": (16, 288, 447 * 1024, 48 * 3600, False, 4)}
+    assert queue_limits("deltaai") == {
+        "ghx4": (16, 288, 447 * 1024, 48 * 3600, False, 4),
+        "ghx4-interactive": (4, 288, 447 * 1024, 2 * 3600, False, 4),
+    }
     assert find_profile("deltaai").queue("ghx4").disk_per_node_mb == 3600 * 1024
     assert queue_limits("jupiter") == {
         "booster": (1024, 288, 480 * 1024, 24 * 3600, True, None),
@@ -203,6 +207,7 @@ def test_login_batch_and_network_facts_of_the_sites_checked_on_2026_11_28() -> N
     for name in ("jupiter", "juwels-booster"):
         text = (shipped_profile_dir() / f"{name}.toml").read_text()
         assert "from-clause" in text and "container group" in text, name
+    assert find_profile("jupiter").queue("booster").batch_queue == "booster"
     # MareNostrum 5's QOS picks the partition: no partition line, one QOS line per queue.
     qos = {q.name: (q.batch_queue, list(q.directives)) for q in find_profile("marenostrum5").queues}
     assert qos == {
