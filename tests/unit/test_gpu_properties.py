@@ -208,10 +208,13 @@ def test_too_little_gpu_memory_names_the_property_and_a_site_that_has_it() -> No
 
 
 def test_a_site_named_for_its_gpus_has_the_jobs_architecture() -> None:
-    """Capability 9.0 is first found (by name) on Grace-Hopper sites, which an x86_64 job
-    (condor_submit's default Arch clause) refuses: the hint names an X86_64 one."""
+    """Capability 9.0 is first found (by name) on Grace-Hopper sites (alps, deltaai,
+    jupiter), which an x86_64 job (condor_submit's default Arch clause) refuses: the hint
+    names an X86_64 one."""
     line = analyze("perlmutter", "regular-gpu", gpu_job(min_capability=9.0)).lines()[0]
-    assert line.endswith("site stampede3's queue h100 has such GPUs (Capability 9.0 (H100))")
+    assert line.endswith(
+        "site marenostrum5's queue acc has such GPUs (Capability 9.0 (H100-SXM5-64GB))"
+    )
 
 
 def test_a_queue_of_the_same_site_that_has_them_is_named() -> None:

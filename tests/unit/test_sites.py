@@ -32,9 +32,11 @@ REAL_SITES = [
     "perlmutter", "polaris", "frontier", "anvil", "expanse", "delta", "bridges2", "theta",
     "aurora", "stampede3",
 ]  # fmt: skip
-#: Profiles checked on 2026-11-27: Grace-Hopper (aarch64) and European machines (issue 37);
-#: their own tests are in test_sites_new_machines.py.
-NEW_SITES = ["vista", "alps", "lumi", "leonardo"]
+#: Profiles checked on 2026-11-27 and 2026-11-28: Grace-Hopper (aarch64) and European
+#: machines (issue 37); their own tests are in test_sites_new_machines.py.
+NEW_SITES = [
+    "vista", "alps", "lumi", "leonardo", "deltaai", "jupiter", "juwels-booster", "marenostrum5",
+]  # fmt: skip
 TESTBED_SITES = [
     "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
 ]  # fmt: skip
