@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import load_fixture_module
 
-import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli`)
 import lumberjack.cli.lease_cmd  # noqa: F401
-import lumberjack.cli.site_cmd  # noqa: F401
+import lumberjack.cli.steps_cmd  # noqa: F401
 from lumberjack.cli import cli
 from lumberjack.core.contract import ExportLayout
 from lumberjack.errors import BadInput, LumberjackError

@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli`)
 import lumberjack.cli.lease_cmd  # noqa: F401
 import lumberjack.cli.sites_cmd  # noqa: F401
 from lumberjack.cli import cli
