@@ -11,7 +11,6 @@ from typing import Any, Callable
 
 import click
 
-from lumberjack.ap.message_text import shortened
 from lumberjack.cli import cli, synclog
 from lumberjack.cli.common import (
     destination_options,
@@ -24,6 +23,7 @@ from lumberjack.cli.common import (
 from lumberjack.cli.completion import complete_export
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import Duration, request_options
+from lumberjack.core.message_text import shortened
 from lumberjack.core.units import format_walltime
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
 from lumberjack.state import lifecycle, phases, steps, sync
