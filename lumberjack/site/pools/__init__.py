@@ -13,8 +13,9 @@ Roles (whose pool it is):
 
 `pool_for` picks an export's kind from its launch.json, `lease_pool_for` a lease's (the
 agent's lease-* commands). A new placement or role = one module with one class (plus
-its templates, beside it) + one line in the tables below; each placement answers the
-hooks of `Placement` (pool.py) for every role.
+its templates, beside it); a placement also one line in `PLACEMENTS` below and its word
+in the contract's (core/contract.py). Each placement answers the hooks of `Placement`
+(pool.py) for every role.
 
 Stdlib only: this package runs at the site, inside the agent's zipapp.
 """
@@ -32,22 +33,21 @@ from lumberjack.site.pools.pool import Placement, Pool, Role
 __all__ = ["InAllocation", "Joined", "Lease", "LoginNode", "Own", "Placement", "Pool", "Role",
            "PLACEMENTS", "lease_for", "lease_pool_for", "pool_for"]  # fmt: skip
 
-#: launch.json's placement -> its class (no plan: the login node, where status, stop
-#: and remove of an export without one still work).
-PLACEMENTS: dict[bool, type[Placement]] = {False: LoginNode, True: InAllocation}
+#: launch.json's placement (one of the contract's PLACEMENTS) -> its class.
+PLACEMENTS: dict[str, type[Placement]] = {"login": LoginNode, "allocation": InAllocation}
 
 
 def pool_for(layout: ExportLayout, plan: LaunchPlan | None) -> Pool:
-    """The kind of pool an export's plan asks for."""
-    in_allocation = plan is not None and plan.in_allocation
+    """The kind of pool an export's plan asks for (on the login node when it has none:
+    status, stop and remove still work)."""
     role: type[Role] = Joined if plan is not None and plan.lease else Own
-    return Pool(layout, plan, PLACEMENTS[in_allocation], role)
+    return Pool(layout, plan, PLACEMENTS[plan.placement if plan else "login"], role)
 
 
 def lease_pool_for(layout: ExportLayout, plan: LaunchPlan | None) -> Pool:
     """The kind of a lease's pool: its central manager on the login node or in the
     allocation."""
-    return Pool(layout, plan, PLACEMENTS[plan is not None and plan.in_allocation], Lease)
+    return Pool(layout, plan, PLACEMENTS[plan.placement if plan else "login"], Lease)
 
 
 def lease_for(layout: ExportLayout, plan: LaunchPlan | None) -> Lease:
