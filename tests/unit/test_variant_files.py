@@ -4,6 +4,7 @@ from the ones there: docs/ARCHITECTURE.md ("Where to add") gives these numbers."
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import lumberjack
@@ -14,13 +15,22 @@ from lumberjack.site import pools
 PACKAGE = Path(lumberjack.__file__).parent
 
 
+@cache
+def trees() -> tuple[tuple[str, tuple[ast.AST, ...]], ...]:
+    """Every module of the package (its path, relative to it) and its nodes, read once."""
+    return tuple(
+        (path.relative_to(PACKAGE).as_posix(), tuple(ast.walk(ast.parse(path.read_text()))))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    )
+
+
 def files_of(word: str = "", module: str = "") -> set[str]:
     """The package's files (relative to it) that spell `word` as a whole string, or
     import `module` (or a name from it)."""
     found = set()
     parent, _, leaf = module.rpartition(".")
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+    for name, nodes in trees():
+        for node in nodes:
             spelled = word and isinstance(node, ast.Constant) and node.value == word
             imported = module and (
                 (isinstance(node, ast.ImportFrom) and node.module == module)
@@ -32,7 +42,7 @@ def files_of(word: str = "", module: str = "") -> set[str]:
                 or (isinstance(node, ast.Import) and any(a.name == module for a in node.names))
             )
             if spelled or imported:
-                found.add(path.relative_to(PACKAGE).as_posix())
+                found.add(name)
                 break
     return found
 
