@@ -22,9 +22,9 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from lumberjack.ap.identity import owner_of
 from lumberjack.core import crashpoints
 from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.host.identity import owner_of
 
 ProgressCallback = Callable[[int], None]
 

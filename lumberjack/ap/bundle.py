@@ -19,8 +19,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from lumberjack.ap.bounded_read import open_regular, read_regular
-from lumberjack.ap.identity import Owner
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.manifest import (
     MANIFEST,
@@ -29,8 +27,10 @@ from lumberjack.core.manifest import (
     ManifestError,
     parse_manifest,
 )
-from lumberjack.core.safepath import why_unsafe
 from lumberjack.errors import BadInput
+from lumberjack.host.bounded_read import open_regular, read_regular
+from lumberjack.host.identity import Owner
+from lumberjack.host.input_paths import check_relative
 
 __all__ = ["MANIFEST", "FileEntry", "Manifest", "load_manifest", "write_manifest"]
 
@@ -41,13 +41,6 @@ CHUNK = 1 << 20
 MAX_MANIFEST_BYTES = 1 << 30
 #: The largest queue log read from a bundle (native/ or spool/ job_queue.log).
 MAX_QUEUE_BYTES = 4 << 30
-
-
-def check_relative(path: str, source: str) -> str:
-    """Refuse a bundle path that could point outside the bundle."""
-    if why_unsafe(path) is not None:
-        raise BadInput(f"{source}: unsafe path {path!r}")
-    return path
 
 
 def write_manifest(bundle_dir: Path, manifest: Manifest) -> Path:

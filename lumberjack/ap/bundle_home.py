@@ -34,8 +34,8 @@ from pathlib import Path
 
 from lumberjack.ap import as_user, safe_write
 from lumberjack.ap.bundle import NATIVE
-from lumberjack.ap.identity import Owner, owner_of, user_writable_level
 from lumberjack.errors import BadInput
+from lumberjack.host.identity import Owner, owner_of, user_writable_level
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

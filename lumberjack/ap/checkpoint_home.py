@@ -36,7 +36,6 @@ from typing import Protocol
 
 from lumberjack.ap import safe_write
 from lumberjack.ap.file_lists import split_file_list
-from lumberjack.ap.identity import Owner, acting_as
 from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.remote_layout import DEVNULL, REMOTE_STDERR, REMOTE_STDOUT
 from lumberjack.ap.schedd import LocalSchedd
@@ -45,6 +44,7 @@ from lumberjack.core.classad_text import is_undefined, unquote_string
 from lumberjack.core.jobstatus import JobStatus
 from lumberjack.core.safepath import why_unsafe
 from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.host.identity import Owner, acting_as
 
 #: The job attribute of transfer_checkpoint_files (condor_submit puts it in the cluster ad).
 CHECKPOINT_ATTR = "TransferCheckpoint"

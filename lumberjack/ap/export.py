@@ -24,7 +24,6 @@ from typing import Any
 from lumberjack import __version__
 from lumberjack.ap import as_user, bundle_home
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap.identity import acting_as, owner_of, user_writable_level
 from lumberjack.ap.job_attrs import (
     CONTAINER_IMAGE,
     CONTAINER_IMAGE_FULL_PATH,
@@ -47,6 +46,7 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import word_of
 from lumberjack.core.records import NOT_IN_JSON, JsonRecord
 from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.host.identity import acting_as, owner_of, user_writable_level
 
 JOB_ID = re.compile(r"^(\d+)(?:\.(\d+))?$")
 EXPORTABLE_UNIVERSES = {5}  # vanilla (containers are vanilla jobs with an image)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from lumberjack.ap.message_text import shown
+from lumberjack.core.message_text import shown
 from lumberjack.errors import BadInput
 
 # HTCondor aborts a remap chain after this many steps (MAX_REMAP_RECURSIONS).

@@ -16,10 +16,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from lumberjack.ap.identity import Owner, acting_as
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.contract import QUEUE_LOG
+from lumberjack.host.identity import Owner, acting_as
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -17,6 +17,7 @@ from lumberjack.ap.job_channels import CHANNEL_ATTRS
 from lumberjack.core.classad_text import quote_string, unquote_string
 from lumberjack.core.contract import JobAction
 from lumberjack.core.jobstatus import JobStatus, status_of
+from lumberjack.core.message_text import one_line
 from lumberjack.core.records import JsonRecord
 
 #: The attributes sync keeps current at home (all start with PREFIX: never forwarded).
@@ -116,7 +117,7 @@ def plan_round(jobs: dict[str, dict[str, str]], memory: Forwarded, site: str) ->
         if status is JobStatus.REMOVED:
             if job not in memory.removed:
                 reason = _text(texts.get("RemoveReason")) or "removed at the access point"
-                plan.actions.append(JobAction(job, "remove", _one_line(reason)))
+                plan.actions.append(JobAction(job, "remove", one_line(reason, most=1024)))
                 memory.removed.append(job)
             continue
         kept = {name: text for name, text in texts.items() if not _ignored(name)}
@@ -132,7 +133,7 @@ def plan_round(jobs: dict[str, dict[str, str]], memory: Forwarded, site: str) ->
             texts = {**texts, "HoldReason": quote_string(reason)}
         if status is JobStatus.HELD and job not in memory.held:
             reason = _text(texts.get("HoldReason")) or "held at the access point"
-            plan.actions.append(JobAction(job, "hold", _one_line(reason)))
+            plan.actions.append(JobAction(job, "hold", one_line(reason, most=1024)))
             memory.held.append(job)
         elif status is not JobStatus.HELD and job in memory.held:
             plan.actions.append(JobAction(job, "release"))
@@ -165,10 +166,6 @@ def _text(text: str | None) -> str:
         return ""
     value = unquote_string(text)
     return value if value is not None else ""
-
-
-def _one_line(text: str) -> str:
-    return "".join(" " if c in "\n\r\x00" else c for c in text)[:1024]
 
 
 def shown_at_home(

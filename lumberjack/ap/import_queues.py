@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lumberjack.ap import bundle as bundle_mod
-from lumberjack.ap.bounded_read import open_regular
 from lumberjack.ap.handover import QUEUE_LOG
 from lumberjack.ap.pathmap import PathMap, rewrite_job
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_onepass as onepass
 from lumberjack.errors import BadInput
+from lumberjack.host.bounded_read import open_regular
 
 #: A returned queue may grow this much over the one sent (status, results, history).
 QUEUE_GROWTH = 16

@@ -27,7 +27,6 @@ from typing import Any, Callable
 from lumberjack.ap import as_user, checkpoint_home, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.handover import QUEUE_LOG, handed_over
-from lumberjack.ap.identity import Owner, acting_as, owner_of
 from lumberjack.ap.import_queues import read_returned_queue, read_sent_queue
 from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.output_writer import (
@@ -47,9 +46,11 @@ from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.classad_text import quote_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
+from lumberjack.core.message_text import one_line
 from lumberjack.core.records import JsonRecord
 from lumberjack.core.returns import HOLD_OVER_CAP, Limits, name_problem
 from lumberjack.errors import BadInput
+from lumberjack.host.identity import Owner, acting_as, owner_of
 
 
 @dataclass
@@ -527,8 +528,7 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
     """The job comes home held, as HTCondor holds a job whose output it cannot write."""
     ad = merge.ads[job_id]
     ad.set("JobStatus", str(int(JobStatus.HELD)))
-    text = "".join("?" if c in "\n\r\x00" else c for c in exc.reason)  # one ClassAd line
-    ad.set("HoldReason", quote_string(text))
+    ad.set("HoldReason", quote_string(one_line(exc.reason)))  # one ClassAd line
     ad.set("HoldReasonCode", str(exc.hold_code))
     ad.set("HoldReasonSubCode", str(exc.errno))
     ad.set("EnteredCurrentStatus", str(int(time.time())))

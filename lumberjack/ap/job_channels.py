@@ -11,7 +11,6 @@ import posixpath
 from typing import Any, Optional
 
 from lumberjack.ap.file_lists import split_file_list
-from lumberjack.ap.message_text import shown
 from lumberjack.core.job_channels import (
     OUTSIDE_ATTRS,
     REMOTE_IO_ATTRS,
@@ -21,6 +20,7 @@ from lumberjack.core.job_channels import (
     uncarried_variable,
     unsafe_search_path,
 )
+from lumberjack.core.message_text import shown
 
 #: Input attributes whose entries the starter would fetch by URL at the site.
 URL_INPUT_ATTRS = ("TransferInput", "In", "Cmd", "x509userproxy")

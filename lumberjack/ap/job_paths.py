@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from lumberjack.ap.message_text import shown
 from lumberjack.ap.path_text import norm_abs
+from lumberjack.core.message_text import shown
 from lumberjack.core.records import JsonRecord, RecordError, from_json
 from lumberjack.errors import BadInput
 

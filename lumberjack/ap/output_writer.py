@@ -26,11 +26,11 @@ from typing import Callable
 
 from lumberjack.ap import safe_write, userlog
 from lumberjack.ap.checkpoint_home import Checkpoint
-from lumberjack.ap.identity import Owner, acting_as
 from lumberjack.ap.job_paths import JobPaths
 from lumberjack.ap.placement import Placement
 from lumberjack.core.jobstatus import JobStatus
 from lumberjack.errors import BadInput
+from lumberjack.host.identity import Owner, acting_as
 
 PLACED = "placed.log"  # in the import state: jobs whose outputs are in place, one a line
 LEGACY_PLACED = "placed.json"  # the same as one JSON list (an import begun by an older version)

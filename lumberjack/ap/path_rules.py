@@ -50,7 +50,6 @@ from lumberjack.ap.job_attrs import (
     USER_LOG,
     X509_PROXY,
 )
-from lumberjack.ap.message_text import shown
 from lumberjack.ap.path_text import norm_abs
 from lumberjack.ap.proc_rewriter import ProcRewriter
 from lumberjack.ap.remote_layout import (
@@ -60,6 +59,7 @@ from lumberjack.ap.remote_layout import (
     REMOTE_USERLOG_NAME,
     proc_spool_dir,
 )
+from lumberjack.core.message_text import shown
 from lumberjack.errors import BadInput
 
 _UNDEFINED = "undefined"

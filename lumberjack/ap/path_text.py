@@ -11,7 +11,7 @@ import functools
 import posixpath
 from typing import Optional
 
-from lumberjack.ap.message_text import shown
+from lumberjack.core.message_text import shown
 from lumberjack.errors import BadInput
 
 # The procs of a cluster name the same few paths over and over (Cmd, inputs, logs):

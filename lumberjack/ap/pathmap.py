@@ -17,7 +17,6 @@ from lumberjack.ap import path_rules
 from lumberjack.ap.image_paths import local_images, rewrite_images, shipped_by_content
 from lumberjack.ap.job_attrs import PRESERVE_RELATIVE_PATHS, TRANSFER_OUTPUT
 from lumberjack.ap.job_paths import InputFile, JobPaths, JobRewrite, malformed
-from lumberjack.ap.message_text import shown
 from lumberjack.ap.path_text import join, norm_abs, relative_to
 from lumberjack.ap.proc_rewriter import ProcAds, ProcRewriter
 from lumberjack.ap.remote_layout import (
@@ -28,6 +27,7 @@ from lumberjack.ap.remote_layout import (
     proc_spool_dir,
 )
 from lumberjack.core.images import image_path, is_digest
+from lumberjack.core.message_text import shown
 from lumberjack.core.records import RecordError, from_json, to_json
 from lumberjack.errors import BadInput
 

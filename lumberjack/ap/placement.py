@@ -46,7 +46,6 @@ from typing import NamedTuple, Optional
 
 from lumberjack.ap.file_lists import remap_name, split_file_list
 from lumberjack.ap.job_paths import JobPaths
-from lumberjack.ap.message_text import shown
 from lumberjack.ap.path_text import normpath, relative_to, resolve
 from lumberjack.ap.remote_layout import (
     DEVNULL,
@@ -56,6 +55,7 @@ from lumberjack.ap.remote_layout import (
     RESERVED_PREFIX,
 )
 from lumberjack.core.classad_text import is_undefined, unquote_string
+from lumberjack.core.message_text import shown
 from lumberjack.core.safepath import why_unsafe
 from lumberjack.errors import BadInput
 

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from typing import Optional
 
 from lumberjack.ap.job_paths import InputFile
-from lumberjack.ap.message_text import shown
 from lumberjack.ap.path_text import resolve
 from lumberjack.ap.remote_layout import bundle_path, mirror_path
 from lumberjack.core.classad_text import is_undefined, literal_bool, quote_string, unquote_string
 from lumberjack.core.images import image_path
+from lumberjack.core.message_text import shown
 from lumberjack.errors import BadInput
 
 

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TypeVar
 
-from lumberjack.ap.message_text import printable, shortened
 from lumberjack.core import crashpoints, jobqueuelog, jobqueuelog_onepass
+from lumberjack.core.message_text import printable, shortened
 from lumberjack.core.units import format_size, parse_size
 from lumberjack.errors import BadInput
 

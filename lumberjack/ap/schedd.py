@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lumberjack.ap.identity import Owner
 from lumberjack.ap.job_channels import CHANNEL_ATTRS
-from lumberjack.ap.message_text import one_line
 from lumberjack.ap.schedd_wait import (
     PATIENCE,
     Patience,
@@ -25,7 +23,9 @@ from lumberjack.ap.schedd_wait import (
 )
 from lumberjack.core.classad_text import quote_string
 from lumberjack.core.contract import QUEUE_LOG
+from lumberjack.core.message_text import one_line
 from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.host.identity import Owner
 
 # Attributes the selection, preflight and path map need from each job: every one the
 # path map reads (export.PATH_MAP_ATTRS), so that the plan refuses what the bundle would.

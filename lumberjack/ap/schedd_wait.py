@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lumberjack.ap.bounded_read import open_regular
 from lumberjack.ap.bundle import MAX_QUEUE_BYTES, read_queue_log
-from lumberjack.ap.identity import Owner
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.contract import QUEUE_LOG
 from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.host.bounded_read import open_regular
+from lumberjack.host.identity import Owner
 
 T = TypeVar("T")
 

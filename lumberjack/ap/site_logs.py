@@ -19,8 +19,8 @@ import stat
 from pathlib import Path
 from typing import Any, Protocol
 
-from lumberjack.ap.message_text import printable
 from lumberjack.core.contract import SiteLogs
+from lumberjack.core.message_text import printable
 from lumberjack.core.returns import Limits
 from lumberjack.errors import BadInput, LumberjackError
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
-from lumberjack.ap.message_text import one_line
+from lumberjack.core.message_text import one_line
 from lumberjack.errors import (
     EXIT_CODES,
     INTERNAL_ERROR_EXIT,

@@ -26,7 +26,7 @@ def complete_site(
 
 def _ledger_names(leases: bool = False) -> list[str]:
     """The ledger's export (or lease) names; none when there is no ledger to read."""
-    from lumberjack.ap.state_home import state_dir
+    from lumberjack.host.state_home import state_dir
     from lumberjack.state.ledger import Ledger
 
     with contextlib.suppress(Exception):  # a completion prints nothing rather than fail

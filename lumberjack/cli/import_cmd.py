@@ -14,12 +14,12 @@ import click
 from lumberjack.ap import importer
 from lumberjack.ap.bundle import read_manifest_once
 from lumberjack.ap.checkpoint_home import NOT_CHECKPOINTING
-from lumberjack.ap.identity import acting_as, owner_of_path
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, plural
 from lumberjack.cli.completion import complete_export
 from lumberjack.errors import BadInput
+from lumberjack.host.identity import acting_as, owner_of_path
 from lumberjack.state import phases
 from lumberjack.state.ledger import Ledger
 from lumberjack.state.phases import Phase

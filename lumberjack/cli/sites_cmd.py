@@ -17,7 +17,6 @@ from lumberjack.cli.common import (
     text_table,
 )
 from lumberjack.cli.completion import complete_site
-from lumberjack.cli.image_cmd import image
 from lumberjack.cli.request_options import (
     SHOWN_EXPORT,
     request_from_options,
@@ -25,6 +24,7 @@ from lumberjack.cli.request_options import (
     show_script_option,
     shown_scripts,
 )
+from lumberjack.cli.site_image_cmd import image
 from lumberjack.core.units import format_memory, format_walltime
 from lumberjack.profiles.messages import display_path
 from lumberjack.profiles.model import SiteProfile
@@ -286,4 +286,4 @@ def _schedd_text(p: SiteProfile) -> str:
     return f"{where}, {port}{address}"
 
 
-sites.add_command(image)  # `sites image build`: its own module (lumberjack.cli.image_cmd)
+sites.add_command(image)  # `sites image build`: its own module (lumberjack.cli.site_image_cmd)

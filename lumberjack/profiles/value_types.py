@@ -23,19 +23,22 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from lumberjack.core.contract import PLACEMENTS as CONTRACT_PLACEMENTS
 from lumberjack.core.shell_safe import DIRECTIVE_WORD, REMOTE_PATH
 from lumberjack.core.slot_ad import ARCHES
 from lumberjack.core.units import format_walltime, parse_hhmmss, parse_memory, parse_walltime
 from lumberjack.site.batch import SYSTEMS
 from lumberjack.site.gpus import GPU_VENDORS
+from lumberjack.site.runtime import RUNTIMES as RUNTIME_CLASSES
 
-# "podman-hpc" (NERSC), "container-engine" (CSCS) and "none" (HTCondor from a release
-# tarball) are accepted so that profiles can say what the centre documents; see
-# site-profiles/README.md for what runs.
-RUNTIMES = ("apptainer", "singularity", "podman-hpc", "container-engine", "none")
-# "login": the remote schedd lives on the login node; "allocation": inside the pilots' batch
-# allocation, for sites whose login nodes must not host long-running services.
-PLACEMENTS = ("login", "allocation")
+# The runtimes the agent registers (site/runtime.py): "podman-hpc" (NERSC),
+# "container-engine" (CSCS) and "none" (HTCondor from a release tarball) too, so that
+# profiles can say what the centre documents; see site-profiles/README.md for what runs.
+RUNTIMES = tuple(RUNTIME_CLASSES)
+# The contract's placements: "login", the remote schedd lives on the login node;
+# "allocation", inside the pilots' batch allocation, for sites whose login nodes must
+# not host long-running services.
+PLACEMENTS = CONTRACT_PLACEMENTS
 # "key": a key logs in without a prompt; "mfa": every new connection asks for a one-time code.
 AUTH_MODES = ("key", "mfa")
 

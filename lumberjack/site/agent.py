@@ -42,8 +42,8 @@ from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.contract import ContractError, ExportLayout, PilotState
 from lumberjack.site.batch import BatchError, get_batch_system
 from lumberjack.site.files import AgentError, read_plan
-from lumberjack.site.pools import LeasePool, Pool, lease_pool_for, pool_for
-from lumberjack.site.pools.base import query_pilots
+from lumberjack.site.pools import Lease, Pool, lease_for, pool_for
+from lumberjack.site.pools.pool import query_pilots
 from lumberjack.site.processes import running_masters
 
 #: What a command may fail with: its one-line message becomes {"error": ...}.
@@ -56,7 +56,7 @@ COMMANDS: dict[str, Callable[[Pool], dict[str, Any]]] = {
     "remove": lambda pool: pool.remove(),
     "act": lambda pool: pool.act(),
 }
-LEASE_COMMANDS: dict[str, Callable[[LeasePool], dict[str, Any]]] = {
+LEASE_COMMANDS: dict[str, Callable[[Lease], dict[str, Any]]] = {
     "lease-start": lambda pool: pool.start(),
     "lease-extend": lambda pool: pool.extend(),
     "lease-status": lambda pool: pool.lease_status(),
@@ -69,7 +69,7 @@ def run(command: str, root: str) -> dict[str, Any]:
     layout = ExportLayout(root)
     plan = read_plan(layout)
     if command in LEASE_COMMANDS:
-        return LEASE_COMMANDS[command](lease_pool_for(layout, plan))
+        return LEASE_COMMANDS[command](lease_for(layout, plan))
     return COMMANDS[command](pool_for(layout, plan))
 
 

@@ -10,10 +10,10 @@ from lumberjack.ap import as_user
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.bundle_home import make_bundle_dir
 from lumberjack.ap.export import Plan, ProgressCallback, write_bundle_json
-from lumberjack.ap.identity import owner_of
 from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LumberjackError
+from lumberjack.host.identity import owner_of
 from lumberjack.state.ledger import Ledger
 
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumberjack.ap.identity import user_writable_level
 from lumberjack.ap.names import check_name
-from lumberjack.ap.state_home import state_dir
 from lumberjack.errors import BadInput, Busy, StateError
+from lumberjack.host.identity import user_writable_level
+from lumberjack.host.state_home import state_dir
 from lumberjack.state.ledger_guard import (
     Guarded,
     check_undamaged,

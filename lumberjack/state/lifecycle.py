@@ -22,12 +22,12 @@ from typing import Any, BinaryIO
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
-from lumberjack.ap.identity import acting_as, owner_of
 from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.core import crashpoints
 from lumberjack.core.contract import QUEUE_LOG, ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
+from lumberjack.host.identity import acting_as, owner_of
 from lumberjack.profiles.sites import check_not_retired
 from lumberjack.state import phases, queue_commands
 from lumberjack.state.isolation_guard import check_isolation

@@ -14,7 +14,7 @@ from typing import Any
 import paramiko
 from fabric import Connection
 
-from lumberjack.ap.message_text import one_line
+from lumberjack.core.message_text import one_line
 from lumberjack.errors import RemoteError
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys

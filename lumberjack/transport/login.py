@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lumberjack.ap.message_text import one_line
-from lumberjack.ap.state_home import state_dir
+from lumberjack.core.message_text import one_line
 from lumberjack.errors import BadInput, LoginNeeded, LumberjackError, RemoteError, SetupError
+from lumberjack.host.state_home import state_dir
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.transport import hostkeys
 from lumberjack.transport.messages import last_line

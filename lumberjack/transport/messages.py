@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from lumberjack.ap.message_text import shortened
+from lumberjack.core.message_text import shortened
 from lumberjack.transport.helper import HELPER_PROGRAM
 
 CHUNK = 256 * 1024  # bytes per read/send: big enough to keep the channel busy

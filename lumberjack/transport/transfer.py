@@ -29,14 +29,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
-from lumberjack.ap.bounded_read import open_regular
-from lumberjack.ap.bundle import check_relative
-from lumberjack.ap.message_text import one_line, printable
 from lumberjack.core import returns
 from lumberjack.core.manifest import FileEntry
+from lumberjack.core.message_text import one_line, printable
 from lumberjack.core.returns import Limits
 from lumberjack.core.units import format_bytes
 from lumberjack.errors import BadInput, RemoteError
+from lumberjack.host.bounded_read import open_regular
+from lumberjack.host.input_paths import check_relative
 from lumberjack.site import transfer_helper
 from lumberjack.transport.carrier import Consume, Feed, LinkLost, Reach, RunResult
 from lumberjack.transport.helper import helper_command

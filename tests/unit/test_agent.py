@@ -15,7 +15,7 @@ from lumberjack.core import jobqueuelog_write as jqlw
 from lumberjack.core.contract import ExportLayout
 from lumberjack.site import agent, job_queue
 from lumberjack.site.files import AgentError
-from lumberjack.site.pools import LoginPool, pool_for
+from lumberjack.site.pools import pool_for
 from lumberjack.site.pools.allocation import resumable
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -159,7 +159,7 @@ def test_status_reads_the_queue_without_a_pool(layout: ExportLayout) -> None:
         Path(layout.spool, "job_queue.log"),
         site_bundle.queue_ads(layout.spool, statuses=("4", "4")),
     )
-    result = LoginPool(layout, None).status()
+    result = pool_for(layout, None).status()
     assert result["jobs"] == {"completed": 2}
     assert result["finished"] is True
     assert result["pool_running"] is False
@@ -184,7 +184,7 @@ def test_status_of_several_exports_in_one_call(layout: ExportLayout, tmp_path, c
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
     answers = json.loads(lines[0])["status"]
-    assert answers[layout.root] == LoginPool(layout, None).status()
+    assert answers[layout.root] == pool_for(layout, None).status()
     assert answers[layout.root]["jobs"] == {"running": 1, "completed": 1}
     assert set(answers[missing]) == {"error"}  # one export's trouble is its own
     # only status takes several directories

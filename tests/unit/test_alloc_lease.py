@@ -13,18 +13,20 @@ import pytest
 from conftest import load_fixture_module
 
 from lumberjack.core.contract import ExportLayout, LaunchPlan, PilotRequest, to_json
-from lumberjack.site import remote_pool
 from lumberjack.site.batch import get_batch_system
 from lumberjack.site.files import AgentError
 from lumberjack.site.pools import (
-    AllocationLeasePool,
-    AllocationPool,
-    JoinedAllocationPool,
-    JoinedPool,
-    LeasePool,
+    InAllocation,
+    Joined,
+    Lease,
+    LoginNode,
+    Own,
+    allocation,
     lease_pool_for,
     pool_for,
 )
+from lumberjack.site.pools import lease as lease_module
+from lumberjack.site.pools.pool import Pool
 from lumberjack.site.remote_pool import PoolSettings
 
 config_values = load_fixture_module("condor_config").config_values
@@ -46,7 +48,10 @@ def plan(**more) -> LaunchPlan:
 
 def test_the_head_runs_the_leases_collector_and_negotiator_only() -> None:
     lease = ExportLayout("/sites/lease-calib")
-    values = config_values(remote_pool.lease_head_config(settings(lease)))
+    values = config_values(
+        allocation.head_config(settings(lease))
+        + lease_module.central_manager_lines(settings(lease))
+    )
     assert values["DAEMON_LIST"] == "MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR"
     assert values["COLLECTOR_HOST"] == "$(CONDOR_HOST):$ENV(LJ_HEAD_PORT)"
     assert values["CONDOR_HOST"] == "$ENV(LJ_HEAD_ADDRESS)"
@@ -56,7 +61,7 @@ def test_the_head_runs_the_leases_collector_and_negotiator_only() -> None:
 def test_a_joined_schedd_on_the_head_reports_to_the_collector_announced() -> None:
     lease, export = ExportLayout("/sites/lease-calib"), ExportLayout("/sites/run-1")
     domain = settings(lease).trust_domain
-    values = config_values(remote_pool.joined_alloc_schedd_config(settings(export), domain))
+    values = config_values(allocation.joined_alloc_schedd_config(settings(export), domain))
     assert values["DAEMON_LIST"] == "MASTER, SCHEDD"
     assert values["COLLECTOR_HOST"] == "$ENV(LJ_COLLECTOR)"
     assert values["NETWORK_INTERFACE"] == "$ENV(LJ_HEAD_ADDRESS)"
@@ -75,8 +80,11 @@ def test_a_joined_schedd_on_the_head_reports_to_the_collector_announced() -> Non
 def test_the_head_collector_takes_joined_schedds_only_by_their_own_token() -> None:
     """The same rules as a lease's collector on the login node (lease_collector_rules)."""
     lease = ExportLayout("/sites/lease-calib")
-    head = config_values(remote_pool.lease_head_config(settings(lease)))
-    login = config_values(remote_pool.lease_config(settings(lease)))
+    head = config_values(
+        allocation.head_config(settings(lease))
+        + lease_module.central_manager_lines(settings(lease))
+    )
+    login = config_values(lease_module.lease_config(settings(lease)))
     for key in (
         "COLLECTOR_REQUIREMENTS",
         "ALLOW_ADVERTISE_SCHEDD",
@@ -91,7 +99,7 @@ def test_the_head_collector_takes_joined_schedds_only_by_their_own_token() -> No
 def test_the_schedd_script_and_the_lease_node_script_pass_bash_n(tmp_path: Path) -> None:
     lease, export = ExportLayout("/sites/lease-calib"), ExportLayout("/sites/my run")
     scripts = {
-        "schedd.sh": remote_pool.schedd_script(settings(export)),
+        "schedd.sh": allocation.schedd_script(settings(export)),
         "node.sh": lease_node_script(lease),
     }
     for name, text in scripts.items():
@@ -105,7 +113,7 @@ def test_the_schedd_script_and_the_lease_node_script_pass_bash_n(tmp_path: Path)
 
 
 def lease_node_script(lease: ExportLayout) -> str:
-    return remote_pool.allocation_node_script(
+    return allocation.allocation_node_script(
         settings(lease), batch=SLURM, cores=2, memory_mb=0, walltime_s=600, retire_s=60,
         login_address="10.0.0.5", token_lifetime_s=900,
         ready=f"{lease.pool_local}/log/.collector_address", joined_dir=lease.joined,
@@ -126,7 +134,7 @@ def test_the_head_polls_joined_while_startds_run_and_stops_the_schedds_before_it
     trap = script[script.rindex("stop() {") :]
     assert trap.index("joined_stop_all") < trap.index('kill -TERM "$head_master"')
     # An export's node script has none of it.
-    export = remote_pool.allocation_node_script(
+    export = allocation.allocation_node_script(
         settings(ExportLayout("/sites/run-1")), batch=SLURM, cores=2, memory_mb=0,
         walltime_s=600, retire_s=60, login_address="10.0.0.5", token_lifetime_s=900,
     )  # fmt: skip
@@ -136,35 +144,47 @@ def test_the_head_polls_joined_while_startds_run_and_stops_the_schedds_before_it
 def test_the_agent_picks_the_kind_of_pool_by_placement() -> None:
     lease, export = ExportLayout("/sites/lease-calib"), ExportLayout("/sites/run-1")
     login = replace(plan(), placement="login")
-    assert type(lease_pool_for(lease, plan())) is AllocationLeasePool
-    assert type(lease_pool_for(lease, login)) is LeasePool
-    assert type(pool_for(export, plan(lease=lease.root))) is JoinedAllocationPool
-    assert type(pool_for(export, replace(login, lease=lease.root))) is JoinedPool
-    assert type(pool_for(export, plan())) is AllocationPool
+
+    def kind(pool: Pool) -> tuple[type, type]:
+        return type(pool.placement), type(pool.role)
+
+    assert kind(lease_pool_for(lease, plan())) == (InAllocation, Lease)
+    assert kind(lease_pool_for(lease, login)) == (LoginNode, Lease)
+    assert kind(pool_for(export, plan(lease=lease.root))) == (InAllocation, Joined)
+    assert kind(pool_for(export, replace(login, lease=lease.root))) == (LoginNode, Joined)
+    assert kind(pool_for(export, plan())) == (InAllocation, Own)
+    assert kind(pool_for(export, login)) == (LoginNode, Own)
 
 
-def make_lease(tmp_path: Path) -> tuple[ExportLayout, ExportLayout, JoinedAllocationPool]:
+def make_lease(tmp_path: Path) -> tuple[ExportLayout, ExportLayout, Pool]:
     lease = ExportLayout(str(tmp_path / "lease-calib"))
     export = ExportLayout(str(tmp_path / "run-1"))
     Path(lease.joined).mkdir(parents=True)
     Path(lease.launch_plan).write_text(to_json(plan()))
-    return lease, export, JoinedAllocationPool(export, plan(lease=lease.root))
+    return lease, export, pool_for(export, plan(lease=lease.root))
 
 
 def test_a_release_with_no_round_running_needs_no_acknowledgement(tmp_path: Path) -> None:
     lease, export, pool = make_lease(tmp_path)
     Path(lease.joined, "run-1").write_text(export.root + "\n")
     Path(lease.joined, "run-2").write_text(str(tmp_path / "run-2") + "\n")
-    holder = AllocationLeasePool(lease, plan())
+    leases = lease_pool_for(lease, plan())
+    holder = leases.role
     assert holder.members() == [export, ExportLayout(str(tmp_path / "run-2"))]
     answer = pool.stop()  # no pilot of the lease was ever submitted: no head holds it
     assert answer["stopped_schedd"] is False and answer["cancelled_pilots"] == []
     assert Path(lease.joined, "run-1~release").exists()
     assert holder.members() == [ExportLayout(str(tmp_path / "run-2"))]
-    assert holder.joined_states() == {"run-1": "leaving", "run-2": "joined"}
+    assert leases.placement.joined_states() == {
+        "run-1": "leaving",
+        "run-2": "joined",
+    }
     Path(lease.joined, "run-1~released").touch()  # the head's acknowledgement
-    assert pool.wait_released() is True
-    assert holder.joined_states() == {"run-1": "released", "run-2": "joined"}
+    assert pool.placement.wait_released() is True
+    assert leases.placement.joined_states() == {
+        "run-1": "released",
+        "run-2": "joined",
+    }
 
 
 def test_a_released_export_is_not_joined_again(tmp_path: Path) -> None:
@@ -177,7 +197,7 @@ def test_a_released_export_is_not_joined_again(tmp_path: Path) -> None:
 
 def test_an_export_cannot_join_a_lease_that_does_not_run(tmp_path: Path) -> None:
     lease = ExportLayout(str(tmp_path / "lease-gone"))
-    pool = JoinedAllocationPool(ExportLayout(str(tmp_path / "run-1")), plan(lease=lease.root))
+    pool = pool_for(ExportLayout(str(tmp_path / "run-1")), plan(lease=lease.root))
     with pytest.raises(AgentError, match="lease-gone does not run at the site"):
-        pool.lease()
+        pool.role.lease()
     assert pool.stop()["stopped_schedd"] is False  # nothing there to release

@@ -122,7 +122,7 @@ def test_the_agent_zipapp_renders_pilots_from_its_own_template(tmp_path: Path) -
     data = agent_zipapp.build_agent()
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         assert "lumberjack/site/batch/pilot.sh.tmpl" in archive.namelist()
-        assert "lumberjack/site/templates/node-head.sh.tmpl" in archive.namelist()
+        assert "lumberjack/site/pools/templates/node-head.sh.tmpl" in archive.namelist()
     pyz = tmp_path / "agent.pyz"
     pyz.write_bytes(data)
     code = (
@@ -134,8 +134,9 @@ def test_the_agent_zipapp_renders_pilots_from_its_own_template(tmp_path: Path) -
         "print(get_batch_system('pbs').render_pilot_script(spec));"
         "from lumberjack.core.contract import ExportLayout;"
         "from lumberjack.site import remote_pool as rp;"
+        "from lumberjack.site.pools import allocation;"
         "s = rp.PoolSettings(ExportLayout('/s/x'), 'u', '10.0.0.1', 9618, '/s/site.sif');"
-        "print(rp.allocation_node_script(s, batch=get_batch_system('pbs'), cores=1,"
+        "print(allocation.allocation_node_script(s, batch=get_batch_system('pbs'), cores=1,"
         " memory_mb=0, walltime_s=60, retire_s=0, login_address='10.0.0.1',"
         " token_lifetime_s=90))"
     )
@@ -189,9 +190,9 @@ def test_a_template_takes_exactly_its_placeholders() -> None:
 
     values = {"run_env": "LJ_HEAD_RUN", "startds": "condor_status", "retire_poll_s": 5,
               "tick": "", "before_stop": ""}  # fmt: skip
-    text = render("lumberjack.site", "templates/node-head-end.sh.tmpl", **values)
+    text = render("lumberjack.site.pools", "templates/node-head-end.sh.tmpl", **values)
     assert 'rm -rf "$LJ_HEAD_RUN"' in text and "@{" not in text
     with pytest.raises(KeyError, match="has no placeholder bogus"):
-        render("lumberjack.site", "templates/node-head-end.sh.tmpl", **values, bogus=1)
+        render("lumberjack.site.pools", "templates/node-head-end.sh.tmpl", **values, bogus=1)
     with pytest.raises(KeyError, match="startds"):
-        render("lumberjack.site", "templates/node-head-end.sh.tmpl", run_env="X")
+        render("lumberjack.site.pools", "templates/node-head-end.sh.tmpl", run_env="X")

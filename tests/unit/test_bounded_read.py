@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lumberjack.ap import bundle
-from lumberjack.ap.bounded_read import open_regular, read_regular
 from lumberjack.errors import BadInput
+from lumberjack.host.bounded_read import open_regular, read_regular
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import lumberjack.cli.export_cmd as export_cmd
+import lumberjack.cli.exports_cmd as exports_cmd
 import lumberjack.cli.import_cmd as import_cmd
-import lumberjack.cli.site_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.steps_cmd  # noqa: F401  (registers the commands on `cli`)
 from lumberjack.ap import export as export_mod
 from lumberjack.cli import cli
 from lumberjack.cli.common import plural
@@ -50,10 +50,10 @@ def add_export(ledger: Ledger, phase: str, bundle: Path = Path("/nonexistent"), 
 def test_plural() -> None:
     assert [plural(n, "cluster") for n in (0, 1, 2)] == ["0 clusters", "1 cluster", "2 clusters"]
     plan = export_mod.Plan("calib", "alice", [7], ["7.0"], Path("/b"), "/s", 1, 1)
-    assert export_cmd._plan_text(plan, dry=True).startswith(
+    assert exports_cmd._plan_text(plan, dry=True).startswith(
         "would export 1 job in 1 cluster of alice as 'calib'"
     )
-    assert "1 file, 1 byte" in export_cmd._plan_text(plan, dry=True)
+    assert "1 file, 1 byte" in exports_cmd._plan_text(plan, dry=True)
 
 
 def test_help_texts_name_the_phases_of_the_table() -> None:

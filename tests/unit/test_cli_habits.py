@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from journey import PYTHON_REPR  # the same check every integration test's CLI run makes
 
 from lumberjack.cli import COMMAND_MODULES, cli
-from lumberjack.cli import site_cmd as site_cmd
+from lumberjack.cli import steps_cmd as steps_cmd
 from lumberjack.cli.common import failure, text_of
 from lumberjack.core.setup_failures import is_setup_failure
 from lumberjack.errors import EXIT_CODES, LoginNeeded, RemoteError, SetupError
@@ -193,7 +193,7 @@ def test_sync_exits_7_for_a_setup_mistake_and_3_for_a_passing_failure(
     results = sync.sync(ledger, schedd=schedd, open_site=lambda record: site)
     assert results[0]["error"] == f"site agent launch: {error}"
     with pytest.raises(SystemExit) as ended:
-        site_cmd._sync_round(ledger, results, dry_run=False, as_json=True)
+        steps_cmd._sync_round(ledger, results, dry_run=False, as_json=True)
     assert ended.value.code == (7 if setup else 3)
     assert ledger.get("calib").phase == "shipped"  # nothing moved past the refusal
 

@@ -245,7 +245,7 @@ def test_skip_frames_are_kept_and_bytes_are_counted_as_they_arrive(tmp_path: Pat
 
 
 def test_fetch_says_which_jobs_it_left_at_the_site_and_why() -> None:
-    from lumberjack.cli.site_cmd import _summary
+    from lumberjack.cli.steps_cmd import _summary
 
     why = "returns 9 bytes, over the cap of 1 bytes per job (LUMBERJACK_RETURN_MAX_JOB_BYTES)"
     text = _summary({"received_files": 3, "over_cap": {"7.0": why}, "skipped": []})

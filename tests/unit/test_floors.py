@@ -18,18 +18,19 @@ PACKAGE = Path(lumberjack.__file__).parent
 
 #: The floors, top first: a room (a subpackage, or a module directly in lumberjack/) may
 #: import from the rooms of the floors below its own, and from itself; never sideways or up.
-#: transport is above ap (it checks bundle paths with ap's rule) and profiles (it reaches a
-#: site as its profile says); profiles is above site (batch systems, the job container);
-#: the package itself (`__version__`) and errors are the ground everything stands on; the
-#: version file setuptools-scm writes at install lies under them.
+#: ap and transport are one floor (neither knows the other: state joins them); both stand
+#: on profiles (a site as its profile says), profiles on site (batch systems, the job
+#: container); host is the access point's own ground (its accounts, state directory,
+#: safe reads), site what is shipped; the package itself (`__version__`) and errors are
+#: the ground everything stands on; the version file setuptools-scm writes at install
+#: lies under them.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
     ("cli",),
     ("state",),
-    ("transport",),
-    ("ap",),
+    ("ap", "transport"),
     ("profiles",),
-    ("site",),
+    ("host", "site"),
     ("core",),
     ("__init__", "errors"),
     ("_version",),
@@ -174,3 +175,16 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
         ["lumberjack.ap.c", "lumberjack.ap.d"],
         ["lumberjack.core.a", "lumberjack.state.b"],
     ]
+
+
+def test_transport_and_ap_know_nothing_of_each_other() -> None:
+    """One floor (DESIGN.md): what both need (message text, the state directory, safe
+    reads, acting as an owner) is below them, in core/ or host/."""
+    edges = graph()
+    across = sorted(
+        f"{source} -> {target}"
+        for source, targets in edges.items()
+        for target in targets
+        if {room_of(source), room_of(target)} == {"ap", "transport"}
+    )
+    assert across == []

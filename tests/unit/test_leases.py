@@ -12,15 +12,17 @@ import pytest
 from click.testing import CliRunner
 from conftest import load_fixture_module
 
-import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli`)
 import lumberjack.cli.lease_cmd  # noqa: F401
-import lumberjack.cli.site_cmd  # noqa: F401
+import lumberjack.cli.steps_cmd  # noqa: F401
 from lumberjack.cli import cli
 from lumberjack.core.contract import ExportLayout
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
 from lumberjack.site import remote_pool
+from lumberjack.site.pools import joined as joined_module
+from lumberjack.site.pools import lease as lease_module
 from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.state import leases, plans, sync
 from lumberjack.state.ledger import Ledger, lease_key
@@ -248,7 +250,7 @@ def config_values_in_order(text: str) -> list[tuple[str, str]]:
 
 
 def test_a_lease_runs_collector_and_negotiator_only() -> None:
-    values = config_values(remote_pool.lease_config(settings(LEASE)))
+    values = config_values(lease_module.lease_config(settings(LEASE)))
     assert values["DAEMON_LIST"] == "MASTER, SHARED_PORT, COLLECTOR, NEGOTIATOR"
     assert values["TRUST_DOMAIN"] == "lumberjack-lease-calib"
     assert values["SEC_PASSWORD_DIRECTORY"] == "$(LOCAL_DIR)/passwords.d"
@@ -261,7 +263,7 @@ def test_a_lease_runs_collector_and_negotiator_only() -> None:
 
 
 def test_a_joined_schedd_reports_to_the_lease_in_its_own_trust_domain() -> None:
-    values = config_values(remote_pool.joined_schedd_config(joined(), "lumberjack-lease-calib"))
+    values = config_values(joined_module.joined_schedd_config(joined(), "lumberjack-lease-calib"))
     assert values["DAEMON_LIST"] == "MASTER, SCHEDD"
     assert values["COLLECTOR_HOST"] == "10.0.0.5:40123"
     assert values["USE_SHARED_PORT"] == "FALSE"
@@ -274,11 +276,11 @@ def test_a_joined_schedd_reports_to_the_lease_in_its_own_trust_domain() -> None:
     assert values["ALLOW_NEGOTIATOR"] == "negotiator@lumberjack-run-1"
     assert values["SEC_NEGOTIATOR_AUTHENTICATION_METHODS"] == "IDTOKENS"
     with pytest.raises(ValueError, match="own trust domain"):
-        remote_pool.joined_schedd_config(settings(EXPORT, domain="lumberjack-lease-calib"), "x")
+        joined_module.joined_schedd_config(settings(EXPORT, domain="lumberjack-lease-calib"), "x")
 
 
 def test_a_joined_schedd_trusts_nothing_of_the_lease_or_other_exports() -> None:
-    values = expanded(remote_pool.joined_schedd_config(joined(), "lumberjack-lease-calib"))
+    values = expanded(joined_module.joined_schedd_config(joined(), "lumberjack-lease-calib"))
     allowed = {k: v.split() for k, v in values.items() if k.startswith("ALLOW_")}
     everyone = {i for ids in allowed.values() for i in ids}
     assert {i.split("@")[1] for i in everyone} == {"lumberjack-run-1"}
@@ -288,19 +290,19 @@ def test_a_joined_schedd_trusts_nothing_of_the_lease_or_other_exports() -> None:
 
 
 def test_the_tokens_between_a_lease_and_a_joined_export_are_narrow() -> None:
-    assert remote_pool.joined_identity("run-1", "lumberjack-lease-calib") == (
+    assert lease_module.joined_identity("run-1", "lumberjack-lease-calib") == (
         "schedd-run-1@lumberjack-lease-calib"
     )
     # No DAEMON, WRITE or ADMINISTRATOR: an ad of its own and reading, negotiating.
-    assert remote_pool.JOINED_SCHEDD_AUTHZ == ("ADVERTISE_SCHEDD", "ADVERTISE_MASTER", "READ")
-    assert remote_pool.NEGOTIATOR_AUTHZ == ("NEGOTIATOR",)
+    assert lease_module.JOINED_SCHEDD_AUTHZ == ("ADVERTISE_SCHEDD", "ADVERTISE_MASTER", "READ")
+    assert joined_module.NEGOTIATOR_AUTHZ == ("NEGOTIATOR",)
 
 
 @pytest.mark.parametrize("which", ["lease", "pilot"])
 def test_the_pilots_of_a_lease_may_only_read_and_advertise(which: str) -> None:
     lease = settings(LEASE)
     text = {
-        "lease": lambda: remote_pool.lease_config(lease),
+        "lease": lambda: lease_module.lease_config(lease),
         "pilot": lambda: remote_pool.pilot_config(lease),
     }[which]()
     values = expanded(text)
@@ -326,7 +328,7 @@ def collector_takes(ad: dict) -> bool:
     """The lease collector's COLLECTOR_REQUIREMENTS, evaluated by the ClassAd library
     against the update (the collector's TARGET)."""
     classad2 = pytest.importorskip("classad2")
-    values = config_values(remote_pool.lease_config(settings(LEASE)))
+    values = config_values(lease_module.lease_config(settings(LEASE)))
     # The update is TARGET at the collector; here the one ad is the scope of everything.
     expression = values["COLLECTOR_REQUIREMENTS"].replace("TARGET.", "")
     return bool(classad2.ExprTree(expression).eval(classad2.ClassAd(ad)))
@@ -689,6 +691,7 @@ def test_the_lease_pool_accounts_per_joined_export(monkeypatch: pytest.MonkeyPat
     """What lease-status reports per export from the collector's schedd ads and the
     accountant's records (words, "undefined" where none yet)."""
     from lumberjack.site.pools import lease as lease_pool
+    from lumberjack.site.pools.pool import Pool
 
     accounting = [
         {"name": "hpcuser@lumberjack-run-1", "usage": "120.5", "weighted": "241",
@@ -697,7 +700,7 @@ def test_the_lease_pool_accounts_per_joined_export(monkeypatch: pytest.MonkeyPat
          "in_use": "0"},
         {"name": "<none>hpcuser@hpc-login", "usage": "9", "weighted": "9", "in_use": "9"},
     ]  # fmt: skip
-    pool = lease_pool.LeasePool(LEASE, None)
+    pool = lease_pool.Lease(Pool(LEASE, None))
     monkeypatch.setattr(pool, "usage", lambda: accounting)
     schedds = [{"name": "run-1@lumberjack-run-1", "idle": "3", "running": "2"},
                {"name": "odd", "idle": "1", "running": "1"}]  # fmt: skip
@@ -725,6 +728,7 @@ def test_sync_exports_no_opted_in_jobs_of_an_owner_not_on_the_list(ledger: Ledge
 
 def test_the_accountants_records_are_read_one_ad_each(monkeypatch: pytest.MonkeyPatch) -> None:
     from lumberjack.site.pools import lease as lease_pool
+    from lumberjack.site.pools.pool import Pool
 
     # As HTCondor 25 prints it (some attributes left out).
     long_form = (
@@ -733,8 +737,9 @@ def test_the_accountants_records_are_read_one_ad_each(monkeypatch: pytest.Monkey
         "WeightedAccumulatedUsage = 88.0\n\n"
         'AccumulatedUsage = 104.0\nIsAccountingGroup = true\nName = "<none>"\n\n'
     )
-    pool = lease_pool.LeasePool(LEASE, None)
-    monkeypatch.setattr(pool, "in_pool", lambda *command: long_form)
+    holder = Pool(LEASE, None)
+    pool = lease_pool.Lease(holder)
+    monkeypatch.setattr(holder, "in_pool", lambda *command: long_form)
     assert pool.usage() == [
         {"name": "hpcuser@lumberjack-run-1", "usage": "86.0", "weighted": "88.0", "in_use": "1"},
         {"name": "<none>", "usage": "104.0", "weighted": "", "in_use": ""},

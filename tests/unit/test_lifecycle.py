@@ -70,7 +70,7 @@ def test_launch_plan_carries_the_sites_policy_cap(ledger: Ledger) -> None:
 def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> None:
     from lumberjack.core.contract import LaunchPlan, from_json
     from lumberjack.site import remote_pool
-    from lumberjack.site.pools import LoginPool
+    from lumberjack.site.pools import pool_for
 
     record = make_record(ledger)
     profile = find_profile("testbed")
@@ -78,7 +78,7 @@ def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> 
     layout = steps.layout_of(record)
     shipped = to_json(plans.launch_plan(record, capped, layout))
     plan = replace(from_json(LaunchPlan, shipped, "launch.json"), address="10.0.0.5", port=40123)
-    settings = LoginPool(layout, plan).settings()
+    settings = pool_for(layout, plan).settings()
     assert "\nMAX_JOBS_RUNNING = 5\n" in remote_pool.pool_config(settings)
 
 

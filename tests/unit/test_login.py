@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli`)
 import lumberjack.cli.login_cmd  # noqa: F401
-import lumberjack.cli.site_cmd  # noqa: F401
+import lumberjack.cli.steps_cmd  # noqa: F401
 from lumberjack.cli import cli
 from lumberjack.errors import LoginNeeded
 from lumberjack.profiles.request import build_request

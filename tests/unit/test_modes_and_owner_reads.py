@@ -17,9 +17,9 @@ import pytest
 from lumberjack.ap import as_user, bundle
 from lumberjack.ap import export as export_mod
 from lumberjack.ap.bundle_home import make_bundle_dir
-from lumberjack.ap.identity import owner_of
 from lumberjack.core.contract import ExportLayout
 from lumberjack.errors import BadInput
+from lumberjack.host.identity import owner_of
 from lumberjack.site import files, remote_pool
 from lumberjack.state.ledger import Ledger
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
-import lumberjack.cli.site_cmd  # noqa: F401
+import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.steps_cmd  # noqa: F401
 from lumberjack.cli import cli
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.errors import BadInput, LumberjackError

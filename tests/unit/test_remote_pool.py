@@ -18,6 +18,8 @@ from conftest import load_fixture_module
 from lumberjack.core.contract import ExportLayout
 from lumberjack.site import remote_pool
 from lumberjack.site.batch import SYSTEMS, get_batch_system
+from lumberjack.site.pools import allocation
+from lumberjack.site.pools import lease as lease_module
 from lumberjack.site.remote_pool import PoolSettings
 
 SLURM = get_batch_system("slurm")
@@ -204,7 +206,7 @@ def test_startds_probe_only_the_transfer_plugins_a_job_here_can_use(runtime: str
 def test_a_new_startd_is_matched_within_a_second() -> None:
     # Nothing tells the negotiator that a pilot's startd arrived: its next cycle does.
     for config in (remote_pool.pool_config(make_settings()),
-                   remote_pool.lease_config(make_settings())):  # fmt: skip
+                   lease_module.lease_config(make_settings())):  # fmt: skip
         values = config_values(config)
         assert values["NEGOTIATOR_INTERVAL"] == "1"
         assert values["NEGOTIATOR_CYCLE_DELAY"] == "1"  # quiet after a long cycle
@@ -376,7 +378,7 @@ def test_node_script_runs_and_retires_on_usr1(tmp_path: Path) -> None:
 
 def test_head_config_takes_the_head_nodes_address_and_port_from_node_sh() -> None:
     settings = make_settings(max_running_jobs=7)
-    values = config_values(remote_pool.head_config(settings))
+    values = config_values(allocation.head_config(settings))
     assert values["CONDOR_HOST"] == "$ENV(LJ_HEAD_ADDRESS)"
     assert values["NETWORK_INTERFACE"] == "$ENV(LJ_HEAD_ADDRESS)"
     assert values["SHARED_PORT_PORT"] == "$ENV(LJ_HEAD_PORT)"
@@ -390,13 +392,13 @@ def test_head_config_takes_the_head_nodes_address_and_port_from_node_sh() -> Non
 
 
 def test_allocation_startds_find_the_collector_their_head_announced() -> None:
-    values = config_values(remote_pool.allocation_pilot_config(make_settings()))
+    values = config_values(allocation.allocation_pilot_config(make_settings()))
     assert values["COLLECTOR_HOST"] == "$ENV(LJ_COLLECTOR)"
     assert "SCHEDD" not in values["DAEMON_LIST"]
 
 
 def allocation_script(**overrides) -> str:
-    return remote_pool.allocation_node_script(
+    return allocation.allocation_node_script(
         make_settings(**overrides), batch=SLURM, cores=2, memory_mb=0, walltime_s=600,
         retire_s=60, login_address="10.0.0.5", token_lifetime_s=3600,
     )  # fmt: skip
@@ -413,10 +415,10 @@ def test_allocation_node_script_passes_bash_n(tmp_path: Path) -> None:
 def test_allocation_node_script_orders_head_then_startd_then_pool_end() -> None:
     script = allocation_script()
     layout = make_settings().layout
-    claim = script.index(f'mkdir {remote_pool.heads_dir(layout)}/"$LJ_PILOT_ID"')
+    claim = script.index(f'mkdir {allocation.heads_dir(layout)}/"$LJ_PILOT_ID"')
     pool = script.index(f"CONDOR_CONFIG={layout.pool_config} condor_master -f")
     token = script.index("condor_token_create -identity pilot@lumberjack-calib")
-    announce = script.index(f"> {remote_pool.collector_file(layout)}.new")
+    announce = script.index(f"> {allocation.collector_file(layout)}.new")
     wait = script.index('if [ "$owner" = "$LJ_PILOT_ID" ]; then break; fi')
     startd = script.index(f"CONDOR_CONFIG={layout.pilot_config} condor_master -f")
     end = script.index("no startd left; stopping the pool")
@@ -474,11 +476,11 @@ def test_one_node_of_a_pilot_runs_the_pool_and_every_node_finds_it(tmp_path: Pat
     calls.mkdir()
     Path(layout.spool).mkdir(parents=True)
     Path(layout.pool).mkdir(parents=True)
-    Path(remote_pool.collector_file(layout)).write_text("4241 10.9.9.9:1\n")  # dead pilot's
+    Path(allocation.collector_file(layout)).write_text("4241 10.9.9.9:1\n")  # dead pilot's
     script = Path(layout.node_script)
     script.parent.mkdir(parents=True)
     script.write_text(
-        remote_pool.allocation_node_script(
+        allocation.allocation_node_script(
             settings, batch=SLURM, cores=2, memory_mb=0, walltime_s=600, retire_s=60,
             login_address="127.0.0.1", token_lifetime_s=3600,
         )
@@ -515,8 +517,8 @@ def test_one_node_of_a_pilot_runs_the_pool_and_every_node_finds_it(tmp_path: Pat
         f"startd pilot-4242-c2 {collector}",
     ]
     assert lines[-1] == "pool stopped"  # after both startds were up and gone
-    assert Path(remote_pool.collector_file(layout)).read_text() == f"4242 {collector}\n"
+    assert Path(allocation.collector_file(layout)).read_text() == f"4242 {collector}\n"
     token = Path(layout.pilot_tokens, "pilot")
     assert token.read_text() == "token-for-the-pilots\n"
     assert token.stat().st_mode & 0o077 == 0
-    assert [p.name for p in Path(remote_pool.heads_dir(layout)).iterdir()] == ["4242"]
+    assert [p.name for p in Path(allocation.heads_dir(layout)).iterdir()] == ["4242"]

@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-import lumberjack.cli.export_cmd  # noqa: F401  (registers the commands on `cli`)
+import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli`)
 import lumberjack.cli.lease_cmd  # noqa: F401
 import lumberjack.cli.sites_cmd  # noqa: F401
 from lumberjack.cli import cli
@@ -203,7 +203,7 @@ def test_shown_script_is_byte_for_byte_what_the_agent_renders():
     layout = ExportLayout("/home/hpcuser/lumberjack/calib")
     shown = plans.pilot_scripts(request, testbed, layout.root)
     # What the agent does: launch.json written at home, read at the site, one script per
-    # pilot from the plan's request (site/pools/base.py submit_pilots).
+    # pilot from the plan's request (site/pools/pool.py submit_pilots).
     plan = from_json(LaunchPlan, to_json(plans.pool_plan(request, testbed, layout)), "launch.json")
     batch = get_batch_system(plan.batch_system)
     agent = [pilot_script(plan.spec, layout, batch, number) for number in (1, 2, 3)]

@@ -21,8 +21,8 @@ from lumberjack.site import remote_pool
 from lumberjack.site import runtime as runtime_module
 from lumberjack.site.batch import get_batch_system
 from lumberjack.site.files import AgentError
-from lumberjack.site.pools import LoginPool
-from lumberjack.site.pools.base import ensure_release
+from lumberjack.site.pools import LoginNode, Own, Pool
+from lumberjack.site.pools.pool import ensure_release
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.site.runtime import (
@@ -326,7 +326,7 @@ def test_no_container_pool_starts_and_stops_by_its_pid(tmp_path: Path) -> None:
     Path(pool.layout.spool).mkdir(parents=True)
     shipped = ReleasePlan("0" * 64, str(tmp_path / "r.tar.gz"), str(release))
     plan = site_bundle.launch_plan(runtime="none", image="", condor_release=shipped)
-    login = LoginPool(pool.layout, plan)
+    login = Pool(pool.layout, plan, LoginNode, Own)
     answer = login.start_pool(pool)
     assert answer == {"started": True, "collector": "10.0.0.5:40123"}
     pid = int(Path(pool.layout.master_pid).read_text())

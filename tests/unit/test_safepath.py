@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lumberjack.ap.bundle import check_relative
 from lumberjack.ap.placement import check_safe_relative
 from lumberjack.core.safepath import MAX_LENGTH, why_unsafe
 from lumberjack.errors import BadInput, RemoteError
+from lumberjack.host.input_paths import check_relative
 from lumberjack.site import transfer_helper
 from lumberjack.transport.states import check_site_path
 

@@ -1,20 +1,21 @@
-"""The kinds of remote pool the agent runs, one small `Pool` subclass each over the
-shared work in base.py:
+"""The kinds of remote pool the agent runs: a `Pool` (pool.py: the shared work) made of
+a placement and a role, one small class each.
 
-- `LoginPool` (login.py): schedd, collector and negotiator on the login node.
-- `AllocationPool` (allocation.py): schedd placement "allocation", the pool on the first
-  node of the one pilot, nothing on the login node.
-- `LeasePool` (lease.py): a lease's collector and negotiator and its rounds of pilots.
-- `JoinedPool` (joined.py): an export's schedd in a lease's pool, the lease's pilots.
-- `AllocationLeasePool` (lease_alloc.py): a lease with placement "allocation", its
-  central manager and joined schedds on the head node of each round of pilots.
-- `JoinedAllocationPool` (joined_alloc.py): an export joined to such a lease, its schedd
-  started and stopped by that head through requests in the lease's directory.
+Placements (where the pool's daemons run):
+- `LoginNode` (login.py): on the login node, started by the agent.
+- `InAllocation` (allocation.py): on the first node (the head) of a pilot, started by
+  its node.sh (templates/node-head*.sh.tmpl); nothing on the login node.
+
+Roles (whose pool it is):
+- `Own` (own.py): an export's own schedd, collector and negotiator, and its pilots.
+- `Lease` (lease.py): a lease's collector and negotiator and its rounds of pilots.
+- `Joined` (joined.py): an export's schedd in a lease's pool, served by the lease's pilots.
 
 `pool_for` picks an export's kind from its launch.json, `lease_pool_for` a lease's (the
-agent's lease-* commands). Adding a kind = one module with one subclass
-(its `launch`, and `settings`, `write_pilot_files`, `status` or `stop` where it differs)
-+ one line in `pool_for`.
+agent's lease-* commands). A new placement or role = one module with one class (plus
+its templates, beside it); a placement also one line in `PLACEMENTS` below and its word
+in the contract's (core/contract.py). Each placement answers the hooks of `Placement`
+(pool.py) for every role.
 
 Stdlib only: this package runs at the site, inside the agent's zipapp.
 """
@@ -22,31 +23,35 @@ Stdlib only: this package runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 from lumberjack.core.contract import ExportLayout, LaunchPlan
-from lumberjack.site.pools.allocation import AllocationPool
-from lumberjack.site.pools.base import Pool
-from lumberjack.site.pools.joined import JoinedPool
-from lumberjack.site.pools.joined_alloc import JoinedAllocationPool
-from lumberjack.site.pools.lease import LeasePool
-from lumberjack.site.pools.lease_alloc import AllocationLeasePool
-from lumberjack.site.pools.login import LoginPool
+from lumberjack.site.pools.allocation import InAllocation
+from lumberjack.site.pools.joined import Joined
+from lumberjack.site.pools.lease import Lease
+from lumberjack.site.pools.login import LoginNode
+from lumberjack.site.pools.own import Own
+from lumberjack.site.pools.pool import Placement, Pool, Role
 
-__all__ = ["AllocationLeasePool", "AllocationPool", "JoinedAllocationPool", "JoinedPool",
-           "LeasePool", "LoginPool", "Pool", "lease_pool_for", "pool_for"]  # fmt: skip
+__all__ = ["InAllocation", "Joined", "Lease", "LoginNode", "Own", "Placement", "Pool", "Role",
+           "PLACEMENTS", "lease_for", "lease_pool_for", "pool_for"]  # fmt: skip
+
+#: launch.json's placement (one of the contract's PLACEMENTS) -> its class.
+PLACEMENTS: dict[str, type[Placement]] = {"login": LoginNode, "allocation": InAllocation}
 
 
 def pool_for(layout: ExportLayout, plan: LaunchPlan | None) -> Pool:
-    """The kind of pool an export's plan asks for (a schedd on the login node when it
-    has none: status, stop and remove still work)."""
-    if plan is not None and plan.lease:
-        return (JoinedAllocationPool if plan.in_allocation else JoinedPool)(layout, plan)
-    if plan is not None and plan.in_allocation:
-        return AllocationPool(layout, plan)
-    return LoginPool(layout, plan)
+    """The kind of pool an export's plan asks for (on the login node when it has none:
+    status, stop and remove still work)."""
+    role: type[Role] = Joined if plan is not None and plan.lease else Own
+    return Pool(layout, plan, PLACEMENTS[plan.placement if plan else "login"], role)
 
 
-def lease_pool_for(layout: ExportLayout, plan: LaunchPlan | None) -> LeasePool:
+def lease_pool_for(layout: ExportLayout, plan: LaunchPlan | None) -> Pool:
     """The kind of a lease's pool: its central manager on the login node or in the
     allocation."""
-    if plan is not None and plan.in_allocation:
-        return AllocationLeasePool(layout, plan)
-    return LeasePool(layout, plan)
+    return Pool(layout, plan, PLACEMENTS[plan.placement if plan else "login"], Lease)
+
+
+def lease_for(layout: ExportLayout, plan: LaunchPlan | None) -> Lease:
+    """The role of a lease's pool, whose verbs the agent's lease-* commands are."""
+    lease = lease_pool_for(layout, plan).role
+    assert isinstance(lease, Lease)
+    return lease

@@ -1,5 +1,6 @@
-"""`ship`, `launch`, `fetch`, `cleanup`, `sync` and `run`: an export at its site (`status`
-is in status_cmd.py)."""
+"""The steps of an export's journey, one verb each: `ship`, `launch`, `fetch`, `cleanup`,
+and `sync` and `run`, which take every step due (state/steps.py; `status` is in
+status_cmd.py, `import` in import_cmd.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any, Callable
 
 import click
 
-from lumberjack.ap.message_text import shortened
 from lumberjack.cli import cli, synclog
 from lumberjack.cli.common import (
     destination_options,
@@ -23,6 +23,7 @@ from lumberjack.cli.common import (
 from lumberjack.cli.completion import complete_export
 from lumberjack.cli.progress import for_command
 from lumberjack.cli.request_options import Duration, request_options
+from lumberjack.core.message_text import shortened
 from lumberjack.core.units import format_walltime
 from lumberjack.errors import Busy, LoginNeeded, LumberjackError
 from lumberjack.state import lifecycle, phases, steps, sync
@@ -354,7 +355,7 @@ def run_command(
     """
     from lumberjack.ap import export as export_mod
     from lumberjack.ap.schedd import LocalSchedd
-    from lumberjack.cli.export_cmd import checked_selection, site_export_answer
+    from lumberjack.cli.exports_cmd import checked_selection, site_export_answer
     from lumberjack.errors import BadInput
     from lumberjack.profiles.sites import find_profile
     from lumberjack.state import leases, site_export

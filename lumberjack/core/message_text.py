@@ -1,5 +1,6 @@
 """How a value from a file or from the site is shown in a one-line message: quoted,
-shortened, nothing in it that could break the line or the terminal."""
+shortened, nothing in it that could break the line or the terminal. Stdlib only: the
+access point's rooms all use it, and so may the site."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ def printable(text: str, keep: str = "") -> str:
     return "".join(c if c.isprintable() or c in keep else "?" for c in text)
 
 
-def one_line(text: str, empty: str = "") -> str:
-    """`text` on one line, every run of white space (newlines too) one space; `empty`
-    when nothing is left."""
-    return " ".join(text.split()) or empty
+def one_line(text: str, empty: str = "", most: int | None = None) -> str:
+    """`text` on one line (a message, a ClassAd string): every run of white space and
+    NUL one space; `empty` when nothing is left; at most `most` characters."""
+    line = " ".join(text.replace("\0", " ").split()) or empty
+    return line if most is None else line[:most]
 
 
 def shortened(text: str, most: int = _MAX_SHOWN) -> str:

@@ -1,8 +1,8 @@
-"""`Pool`: the work every kind of remote pool shares. A kind is one small subclass (see
-the package's docstring) that says how it launches and, where it differs, how it reports
-and stops; the base starts and stops the pool's daemons in the profile's container
-runtime, submits and asks about the pilots, and answers `status`, `stop` and `remove`
-for a schedd on the login node.
+"""`Pool`: the work every kind of remote pool shares, and the two parts a kind is made
+of (see the package's docstring): a `Placement` (where the pool's daemons run: login.py,
+allocation.py) and a `Role` (whose pool it is: own.py, lease.py, joined.py). The pool
+starts and stops daemons in the profile's container runtime, submits and asks about the
+pilots, and removes the directory; launch, status, act and stop are its parts'.
 
 Stdlib only: this module runs at the site, inside the agent's zipapp.
 """
@@ -28,15 +28,12 @@ from lumberjack.core.contract import (
     PoolState,
     SubmittedPilots,
 )
-from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINISHED
-from lumberjack.site import gather_logs, gpus, pilot_token, queue_commands, remote_pool
+from lumberjack.site import gpus, pilot_token, remote_pool
 from lumberjack.site import runtime as runtime_mod
 from lumberjack.site.batch import BatchError, BatchSystem, get_batch_system
 from lumberjack.site.files import AgentError, make_private, read_contract, write_contract
-from lumberjack.site.idle_jobs import idle_shapes
-from lumberjack.site.job_container import write_wrapper
-from lumberjack.site.job_queue import held_report, job_counts, placed, queue_ads
+from lumberjack.site.job_queue import job_counts
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
 from lumberjack.site.runtime import (
@@ -47,26 +44,107 @@ from lumberjack.site.runtime import (
     last_line,
 )
 
+#: What counts the jobs that need a pilot; what lists the queues a round of pilots serves.
+Waiting = Callable[[], int]
+Queues = Callable[[], list[ExportLayout]]
+
 SCHEDD_TIMEOUT_S = 120
 #: How long `stop` waits for cancelled pilots to be gone (Slurm's KillWait is 30 s).
 PILOTS_GONE_TIMEOUT_S = 300
 
 
-class Pool:
-    """One export's (or lease's) pool at the site, as its launch.json asks for it."""
+class Part:
+    """A placement or a role, bound to the pool it is part of."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    @property
+    def layout(self) -> ExportLayout:
+        return self.pool.layout
+
+
+class Placement(Part):
+    """Where the pool's daemons run, and so how they start, report and stop: the half of
+    each role's work that depends on it (login.py, allocation.py)."""
+
+    #: Where a joined export's two tokens are made: in the pools running here, or (with
+    #: no daemon here) in a fresh container.
+    MINTS_IN_FRESH_CONTAINER: ClassVar[bool] = False
+
+    def settings(self) -> PoolSettings:
+        """What the configs depend on (the address and port the pool runs on)."""
+        return self.pool.settings_of(self.pool.need_plan())
+
+    def unsupported(self, what: str) -> AgentError:
+        return AgentError(f"{self.layout.name}: no {what} without a placement")
+
+    # An export's own pool.
+    def write_pilot_files(self, settings: PoolSettings) -> None:
+        raise self.unsupported("pilot files")
+
+    def check_launch(self) -> None:
+        """Refuse a plan this placement cannot run, before anything changes."""
+
+    def start(
+        self, settings: PoolSettings, config: str | None = None, ready: Path | None = None
+    ) -> dict[str, Any]:
+        raise self.unsupported("start")
+
+    def waiting(self, layout: ExportLayout) -> Waiting:
+        """What counts the jobs of `layout` that need a pilot."""
+        return lambda: job_counts(layout).get("idle", 0)
+
+    def submit_round(
+        self, settings: PoolSettings, waiting: Waiting, queues: Queues
+    ) -> dict[str, Any]:
+        """Pilots for this pool (`queues`: the queues they will serve)."""
+        return self.pool.submit_pilots(settings, waiting=waiting)
+
+    def status(
+        self, known: dict[str, PilotState] | None, masters: set[str] | None
+    ) -> dict[str, Any]:
+        raise self.unsupported("status")
+
+    def act(self) -> dict[str, Any]:
+        raise self.unsupported("queue")
+
+    def stop(self) -> dict[str, Any]:
+        raise self.unsupported("stop")
+
+    # A lease's central manager.
+    def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
+        raise self.unsupported("central manager")
+
+    def stop_central_manager(self) -> None:
+        raise self.unsupported("central manager")
+
+    def extend(self) -> dict[str, Any]:
+        raise self.unsupported("lease")
+
+    def lease_status(self) -> dict[str, Any]:
+        raise self.unsupported("lease")
+
+    # An export joined to a lease.
+    def lease_runs(self, lease: ExportLayout) -> bool:
+        raise self.unsupported("lease")
+
+    def joined_settings(self, lease_settings: PoolSettings) -> PoolSettings:
+        raise self.unsupported("lease")
+
+    def join(self, lease: Pool, lease_settings: PoolSettings) -> dict[str, Any]:
+        raise self.unsupported("lease")
+
+    def leave(self) -> dict[str, Any]:
+        raise self.unsupported("lease")
+
+
+class Role(Part):
+    """Whose pool it is (an export's own, a lease's, an export joined to a lease), and so
+    how it launches and stops."""
 
     #: What the access point runs to write a missing launch.json.
     PLAN_HINT: ClassVar[str] = "run launch from the access point"
-
-    def __init__(self, layout: ExportLayout, plan: LaunchPlan | None) -> None:
-        self.layout = layout
-        self.plan = plan
-
-    # ---- what each kind does ---------------------------------------------------------
-
-    def launch(self) -> dict[str, Any]:
-        """Place the queue, start what runs on the login node, submit pilots."""
-        raise AgentError(f"{self.layout.name} has no launch of its own")
 
     @property
     def pilot_holder(self) -> ExportLayout:
@@ -74,8 +152,75 @@ class Pool:
         return self.layout
 
     def settings(self) -> PoolSettings:
+        return self.pool.placement.settings()
+
+    def config_lines(self, settings: PoolSettings) -> str:
+        """What this role adds to its placement's pool config (a lease: no schedd)."""
+        return ""
+
+    def head_options(self) -> dict[str, str]:
+        """More of a head node's script options (allocation.allocation_node_script)."""
+        return {}
+
+    def launch(self) -> dict[str, Any]:
+        raise AgentError(f"{self.layout.name} has no launch of its own")
+
+    def stop(self) -> dict[str, Any]:
+        raise AgentError(f"{self.layout.name} has no stop of its own")
+
+
+class Pool:
+    """One export's (or lease's) pool at the site, as its launch.json asks for it: a
+    placement and a role over the shared work. Without them (`Pool(layout, plan)`) it
+    only asks about the pilots of `layout`."""
+
+    def __init__(
+        self,
+        layout: ExportLayout,
+        plan: LaunchPlan | None,
+        placement: type[Placement] = Placement,
+        role: type[Role] = Role,
+    ) -> None:
+        self.layout = layout
+        self.plan = plan
+        self.placement = placement(self)
+        self.role = role(self)
+
+    def __repr__(self) -> str:
+        kind = f"{type(self.placement).__name__}, {type(self.role).__name__}"
+        return f"Pool({self.layout.name}: {kind})"
+
+    # ---- what its parts do -----------------------------------------------------------
+
+    def launch(self) -> dict[str, Any]:
+        """Place the queue, start what runs on the login node, submit pilots."""
+        return self.role.launch()
+
+    def status(
+        self, known: dict[str, PilotState] | None = None, masters: set[str] | None = None
+    ) -> dict[str, Any]:
+        """Jobs by status, pilots, pool running or not. `known`: pilot states already
+        asked of the batch system; `masters`: the CONDOR_CONFIGs of running
+        condor_masters (both found once for many exports by the agent's `status`)."""
+        return self.placement.status(known, masters)
+
+    def act(self) -> dict[str, Any]:
+        """The local queue's commands (queue-actions.json) on the jobs' copies here."""
+        return self.placement.act()
+
+    def stop(self) -> dict[str, Any]:
+        return self.role.stop()
+
+    def settings(self) -> PoolSettings:
         """What the configs depend on."""
-        return self.settings_of(self.need_plan())
+        return self.role.settings()
+
+    def write_pilot_files(self, settings: PoolSettings) -> None:
+        self.placement.write_pilot_files(settings)
+
+    @property
+    def pilot_holder(self) -> ExportLayout:
+        return self.role.pilot_holder
 
     def settings_of(self, plan: LaunchPlan) -> PoolSettings:
         """`plan`, and the address and port the pool was started on (PoolState) or is
@@ -91,27 +236,12 @@ class Pool:
             **gpus.pool_settings(plan),
         )  # fmt: skip
 
-    def write_pilot_files(self, settings: PoolSettings) -> None:
-        """The pilots' token, their startd config and node.sh."""
-        plan = self.need_plan()
-        try:
-            pilot_token.mint(self.layout, settings, plan.token_lifetime_s)
-        except RuntimeError as exc:
-            raise AgentError(str(exc)) from None
-        Path(self.layout.pilot_config).write_text(remote_pool.pilot_config(settings))
-        write_wrapper(settings.layout.pilots, settings.runtime_name, settings.image)
-        spec = plan.spec
-        node = remote_pool.node_script(
-            settings, batch=self.batch, cores=spec.cores_per_node,
-            memory_mb=spec.memory_per_node_mb, walltime_s=spec.walltime_s, retire_s=spec.retire_s,
-        )  # fmt: skip
-        self.write_node_script(node)
-
     # ---- the plan and the runtime ----------------------------------------------------
 
     def need_plan(self) -> LaunchPlan:
         if self.plan is None:
-            raise AgentError(f"{self.layout.launch_plan} is missing; {self.PLAN_HINT}")
+            hint = self.role.PLAN_HINT
+            raise AgentError(f"{self.layout.launch_plan} is missing; {hint}")
         return self.plan
 
     @property
@@ -281,41 +411,7 @@ class Pool:
                 )
             time.sleep(2)
 
-    # ---- status, stop, remove (a schedd on the login node) ---------------------------
-
-    def status(
-        self, known: dict[str, PilotState] | None = None, masters: set[str] | None = None
-    ) -> dict[str, Any]:
-        """Jobs by status, pilots, pool running or not. `known`: pilot states already
-        asked of the batch system; `masters`: the CONDOR_CONFIGs of running
-        condor_masters (both found once for many exports by the agent's `status`)."""
-        layout = self.layout
-        ads = queue_ads(layout)
-        counts = job_counts(layout, ads)
-        total = sum(counts.values())
-        pilots = self.pilot_report(known) if self.plan else {}
-        if masters is None:
-            running = bool(pool_processes(layout, "condor_master"))
-        else:
-            running = layout.pool_config in masters
-        return {
-            "jobs": counts,
-            "total": total,
-            "finished": all_finished(counts),
-            **held_report(ads, self.release_window_s(), time.time()),
-            "pool_running": running,
-            "placed": placed(layout),
-            "pilots": pilots,
-            "idle_shapes": idle_shapes(ads) if counts.get("idle") else [],
-            "remote_jobs": queue_commands.remote_jobs(ads),
-        }
-
-    def act(self) -> dict[str, Any]:
-        """The local queue's commands (queue-actions.json) on the jobs' copies here."""
-        running = bool(pool_processes(self.layout, "condor_schedd")) and self.instance_running()
-        return queue_commands.act(
-            self.layout.queue_actions, queue_ads(self.layout), self.in_pool, running
-        )
+    # ---- what every placement reports, and remove ----------------------------------
 
     def release_window_s(self) -> int:
         """How long a held job the site may release is waited for: the pilots' walltime."""
@@ -338,21 +434,6 @@ class Pool:
             with contextlib.suppress(RuntimeError, RuntimeFailure, OSError):
                 pilot_token.refresh_for_waiting(self.layout, self.settings(), self.plan, pilots)
         return pilots
-
-    def stop(self) -> dict[str, Any]:
-        """Stop the schedd cleanly (its log final), then the pilots, then the instance."""
-        stopped_schedd = False
-        if pool_processes(self.layout, "condor_schedd") and self.instance_running():
-            self.in_pool("condor_off", "-graceful", "-schedd")
-            self.wait_gone("condor_schedd")
-            stopped_schedd = True
-            crash_point("stop.after-schedd")
-        own_pilots = self.plan is not None and self.pilot_holder is self.layout
-        cancelled = self.cancel_pilots() if own_pilots else []
-        self.stop_pool()
-        self.wait_gone(None)
-        return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled,
-                "logs": gather_logs.gather_safely(self.layout.root, self.plan)}  # fmt: skip
 
     def remove(self) -> dict[str, Any]:
         if pool_processes(self.layout) or self.instance_running():

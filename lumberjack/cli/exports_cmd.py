@@ -1,5 +1,6 @@
-"""`export`, `unexport` and `exports`: jobs out of the local schedd, handed back, listed
-(`import` is in import_cmd.py)."""
+"""Exports, the named batches of jobs that left the local schedd: `export` makes one,
+`unexport` hands its jobs back, `exports` lists them (their journey's steps are in
+steps_cmd.py)."""
 
 from __future__ import annotations
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from lumberjack.ap.identity import Owner, acting_as
 from lumberjack.errors import BadInput
+from lumberjack.host.identity import Owner, acting_as
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
