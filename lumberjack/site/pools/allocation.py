@@ -13,8 +13,8 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from lumberjack.core.answers import Acted, Launched, PoolStarted, Status, Stopped
 from lumberjack.core.contract import ALIVE, PilotState
 from lumberjack.site import gather_logs, queue_commands, remote_pool
 from lumberjack.site.batch import BatchError
@@ -74,7 +74,7 @@ class AllocationPool(Pool):
         self.write_node_script(node)
         os.chmod(layout.node_script, 0o755)
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         self.prepare()
         if self.need_plan().pilots != 1:
             raise AgentError("the schedd runs inside the allocation: one pilot at a time")
@@ -83,12 +83,11 @@ class AllocationPool(Pool):
         if not self.alive_pilots():
             expire_leases(self.layout)
         pilots = self.submit_pilots(settings, waiting=lambda: resumable(job_counts(self.layout)))
-        return {"place": placed_now, "pool": {"started": False, "placement": "allocation"},
-                "pilots": pilots}  # fmt: skip
+        return Launched(placed_now, PoolStarted(False, placement="allocation"), pilots)
 
     def status(
         self, known: dict[str, PilotState] | None = None, masters: set[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> Status:
         """The log's jobs (a dead allocation's "running" ones are idle again) and the
         pilots: while one lives it holds the pool; `known` and `masters` are not needed."""
         ads = queue_ads(self.layout)
@@ -105,30 +104,25 @@ class AllocationPool(Pool):
             # its allocation; the next one starts those jobs again.
             interrupted = counts.pop("running")
             counts["idle"] = counts.get("idle", 0) + interrupted
-        return {
-            "jobs": counts,
-            "total": sum(counts.values()),
-            "finished": all_finished(counts),
+        return Status(
+            jobs=counts, total=sum(counts.values()), finished=all_finished(counts),
             **held_report(ads, self.release_window_s(), time.time()),
-            "pool_running": held,
-            "placement": "allocation",
-            "interrupted": interrupted,
-            "placed": placed(self.layout),
-            "pilots": pilots,
-            "remote_jobs": queue_commands.remote_jobs(ads),
-        }
+            pool_running=held, placement="allocation", interrupted=interrupted,
+            placed=placed(self.layout), pilots=pilots,
+            remote_jobs=queue_commands.remote_jobs(ads),
+        )  # fmt: skip
 
-    def act(self) -> dict[str, Any]:
+    def act(self) -> Acted:
         """The schedd runs on a compute node, out of the login node's reach."""
         raise AgentError(
             "the local queue's commands reach a schedd on the login node only "
             "(this export's runs in the allocation); they take effect at import"
         )
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         """Cancel the pilots and wait until the batch system reports them gone: then no
         schedd holds the spool (its log final) and it can be copied."""
         cancelled = self.cancel_pilots()
         self.wait_pilots_gone("the spool is not final yet")
-        return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled,
-                "logs": gather_logs.gather_safely(self.layout.root, self.plan)}  # fmt: skip
+        return Stopped(bool(cancelled), cancelled,
+                       gather_logs.gather_safely(self.layout.root, self.plan))  # fmt: skip

@@ -18,8 +18,17 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
+from lumberjack.core.answers import (
+    Acted,
+    Launched,
+    PilotsSubmitted,
+    PoolStarted,
+    Removed,
+    Status,
+    Stopped,
+)
 from lumberjack.core.contract import (
     ALIVE,
     ExportLayout,
@@ -64,7 +73,7 @@ class Pool:
 
     # ---- what each kind does ---------------------------------------------------------
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         """Place the queue, start what runs on the login node, submit pilots."""
         raise AgentError(f"{self.layout.name} has no launch of its own")
 
@@ -147,12 +156,12 @@ class Pool:
 
     def start_pool(
         self, settings: PoolSettings, *, config: str | None = None, ready: Path | None = None
-    ) -> dict[str, Any]:
+    ) -> PoolStarted:
         """Start the pool's master with `config` (default: pool_config) and wait for the
         file that says it is up (`ready`; default: the schedd's address file in SPOOL)."""
         layout = self.layout
         if pool_processes(layout, "condor_master"):
-            return {"started": False, "reason": "already running"}
+            return PoolStarted(False, reason="already running")
         make_local_dirs(layout, "log", "lock", "run", "execute")
         Path(layout.pool_config).write_text(config or remote_pool.pool_config(settings))
         runtime = settings.runtime
@@ -176,7 +185,7 @@ class Pool:
                 )
             time.sleep(POLL_S)
         write_contract(layout.pool_state, PoolState(settings.address, settings.port))
-        return {"started": True, "collector": settings.collector}
+        return PoolStarted(True, collector=settings.collector)
 
     def in_pool(self, *command: str, runtime: ContainerRuntime | None = None) -> str:
         """Run an HTCondor command in the pool's container, as the site account."""
@@ -228,7 +237,7 @@ class Pool:
         *,
         waiting: Callable[[], int] | None = None,
         always: bool = False,
-    ) -> dict[str, Any]:
+    ) -> PilotsSubmitted:
         """Pilots for idle jobs when none is queued or running: `waiting()` counts the
         jobs that need a pilot (default: the idle ones); `always`: submit whatever is
         alive or idle (a lease's first or next round)."""
@@ -237,9 +246,9 @@ class Pool:
         submitted = self.submitted()
         alive = [job for job, state in self.pilot_states(submitted).items() if state in ALIVE]
         if alive and not always:
-            return {"submitted": [], "alive": alive, "reason": "pilots queued or running"}
+            return PilotsSubmitted([], alive, reason="pilots queued or running")
         if not always and not waiting():
-            return {"submitted": [], "alive": [], "reason": "no idle jobs"}
+            return PilotsSubmitted([], [], reason="no idle jobs")
         Path(layout.pilot_output).mkdir(parents=True, exist_ok=True)
         self.write_pilot_files(settings)
         new = []
@@ -258,7 +267,7 @@ class Pool:
             submitted.append(job_id)
             write_contract(layout.pilot_list, SubmittedPilots(tuple(submitted)))
             new.append(job_id)
-        return {"submitted": new, "alive": alive}
+        return PilotsSubmitted(new, alive)
 
     def cancel_pilots(self) -> list[str]:
         alive = self.alive_pilots()
@@ -285,7 +294,7 @@ class Pool:
 
     def status(
         self, known: dict[str, PilotState] | None = None, masters: set[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> Status:
         """Jobs by status, pilots, pool running or not. `known`: pilot states already
         asked of the batch system; `masters`: the CONDOR_CONFIGs of running
         condor_masters (both found once for many exports by the agent's `status`)."""
@@ -298,19 +307,15 @@ class Pool:
             running = bool(pool_processes(layout, "condor_master"))
         else:
             running = layout.pool_config in masters
-        return {
-            "jobs": counts,
-            "total": total,
-            "finished": all_finished(counts),
+        return Status(
+            jobs=counts, total=total, finished=all_finished(counts),
             **held_report(ads, self.release_window_s(), time.time()),
-            "pool_running": running,
-            "placed": placed(layout),
-            "pilots": pilots,
-            "idle_shapes": idle_shapes(ads) if counts.get("idle") else [],
-            "remote_jobs": queue_commands.remote_jobs(ads),
-        }
+            pool_running=running, placed=placed(layout), pilots=pilots,
+            idle_shapes=idle_shapes(ads) if counts.get("idle") else [],
+            remote_jobs=queue_commands.remote_jobs(ads),
+        )  # fmt: skip
 
-    def act(self) -> dict[str, Any]:
+    def act(self) -> Acted:
         """The local queue's commands (queue-actions.json) on the jobs' copies here."""
         running = bool(pool_processes(self.layout, "condor_schedd")) and self.instance_running()
         return queue_commands.act(
@@ -339,7 +344,7 @@ class Pool:
                 pilot_token.refresh_for_waiting(self.layout, self.settings(), self.plan, pilots)
         return pilots
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         """Stop the schedd cleanly (its log final), then the pilots, then the instance."""
         stopped_schedd = False
         if pool_processes(self.layout, "condor_schedd") and self.instance_running():
@@ -351,17 +356,17 @@ class Pool:
         cancelled = self.cancel_pilots() if own_pilots else []
         self.stop_pool()
         self.wait_gone(None)
-        return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled,
-                "logs": gather_logs.gather_safely(self.layout.root, self.plan)}  # fmt: skip
+        return Stopped(stopped_schedd, cancelled,
+                       gather_logs.gather_safely(self.layout.root, self.plan))  # fmt: skip
 
-    def remove(self) -> dict[str, Any]:
+    def remove(self) -> Removed:
         if pool_processes(self.layout) or self.instance_running():
             raise AgentError(f"the pool of {self.layout.name} still runs; stop it first")
         root = Path(self.layout.root)
         existed = root.exists()
         if existed:
             shutil.rmtree(root)
-        return {"removed": existed}
+        return Removed(existed)
 
 
 # ---- shared helpers ----------------------------------------------------------------------
@@ -401,13 +406,13 @@ def login_address() -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-def ensure_release(plan: LaunchPlan) -> dict[str, Any]:
+def ensure_release(plan: LaunchPlan) -> bool:
     """Runtime "none": the shipped HTCondor tarball unpacked once, next to it."""
     release = plan.condor_release
     if release is None:
-        return {}
+        return False
     try:
         unpacked = runtime_mod.unpack_release(release.tarball, release.dir, release.sha256)
     except runtime_mod.ReleaseError as exc:
         raise AgentError(str(exc)) from None
-    return {"unpacked": unpacked}
+    return bool(unpacked)

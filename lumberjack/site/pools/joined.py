@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from lumberjack.core.answers import Launched, Stopped
 from lumberjack.core.contract import ExportLayout
 from lumberjack.site import pilot_token, remote_pool
 from lumberjack.site.files import AgentError, make_private, make_signing_key, read_plan
@@ -53,7 +54,7 @@ class JoinedPool(Pool):
         lease = lease_settings or self.lease().settings()
         return self.settings_of(replace(self.need_plan(), address=lease.address, port=lease.port))
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         """Place the queue, start only a schedd reporting to the lease's collector, and
         (if none of the lease's pilots is alive and jobs are idle) a round of its pilots."""
         self.prepare()
@@ -69,7 +70,7 @@ class JoinedPool(Pool):
         pilots = lease.submit_pilots(
             lease_settings, waiting=lambda: job_counts(self.layout).get("idle", 0)
         )
-        return {"place": placed, "pool": pool, "pilots": pilots, "lease": lease.layout.name}
+        return Launched(placed, pool, pilots, lease=lease.layout.name)
 
     def advertise_token(self, lease: LeasePool, lease_settings: PoolSettings) -> None:
         """The export's own signing key, and its schedd's token of the lease's key (to
@@ -106,7 +107,7 @@ class JoinedPool(Pool):
         tokens = Path(self.pilot_holder.pool_local, "tokens.d")
         return tokens / remote_pool.negotiator_token_name(self.layout.name)
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         """Stop the schedd (see Pool.stop), then take the lease's negotiator's token back."""
         answer = super().stop()
         self.forget_negotiator_token()

@@ -14,8 +14,8 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from lumberjack.core.answers import Launched, PoolStarted, Stopped
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site import gather_logs, remote_pool
 from lumberjack.site.files import AgentError, make_private, read_plan, write_whole
@@ -58,7 +58,7 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
     def request(self) -> Path:
         return Path(self.pilot_holder.joined, self.layout.name)
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         """Queue, config and join request in place; a round of the lease's pilots when
         none is alive and jobs wait."""
         lease = self.lease()
@@ -82,10 +82,10 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
         pilots = lease.submit_round(
             lease_settings, waiting=lambda: resumable(job_counts(self.layout))
         )
-        return {"place": placed_now, "pool": {"started": False, "placement": "allocation"},
-                "pilots": pilots, "lease": lease.layout.name}  # fmt: skip
+        return Launched(placed_now, PoolStarted(False, placement="allocation"), pilots,
+                        lease=lease.layout.name)  # fmt: skip
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         """Ask the head to stop the schedd; wait for its acknowledgement while a round
         runs (a round that starts later never starts a released schedd)."""
         released = False
@@ -94,8 +94,7 @@ class JoinedAllocationPool(JoinedPool, AllocationPool):
             crash_point("joined.after-release-request")
             released = self.wait_released()
         self.forget_negotiator_token()
-        return {"stopped_schedd": released, "cancelled_pilots": [],
-                "logs": gather_logs.gather_safely(self.layout.root, self.plan)}  # fmt: skip
+        return Stopped(released, [], gather_logs.gather_safely(self.layout.root, self.plan))
 
     def wait_released(self) -> bool:
         """True once the head acknowledged; False when no round runs (nothing to stop)."""

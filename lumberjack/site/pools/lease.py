@@ -9,8 +9,18 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
+from lumberjack.core.answers import (
+    Accounting,
+    Ad,
+    LeaseExtended,
+    LeaseStarted,
+    LeaseStatus,
+    LeaseStopped,
+    PilotsSubmitted,
+    PoolStarted,
+)
 from lumberjack.core.contract import ALIVE
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site import remote_pool
@@ -29,7 +39,7 @@ class LeasePool(Pool):
 
     PLAN_HINT = "run `lease create` again"
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> LeaseStarted:
         """Collector + negotiator on the login node and the first round of pilots; again:
         starts what is not running, submits pilots only when none is alive."""
         self.prepare()
@@ -39,9 +49,9 @@ class LeasePool(Pool):
         make_private(self.layout.root)
         crash_point("lease.after-pool")
         pilots = self.submit_round(settings)
-        return {"pool": pool, "pilots": pilots}
+        return LeaseStarted(pool, pilots)
 
-    def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
+    def start_central_manager(self, settings: PoolSettings) -> PoolStarted:
         """Collector + negotiator on the login node."""
         ready = Path(self.layout.pool_local, "log", ".collector_address")
         return self.start_pool(settings, config=remote_pool.lease_config(settings), ready=ready)
@@ -52,60 +62,62 @@ class LeasePool(Pool):
 
     def submit_round(
         self, settings: PoolSettings, waiting: Callable[[], int] = lambda: 1
-    ) -> dict[str, Any]:
+    ) -> PilotsSubmitted:
         """A round of pilots unless one is queued or running (`waiting`: the idle jobs)."""
         return self.submit_pilots(settings, waiting=waiting)
 
-    def extend(self) -> dict[str, Any]:
+    def extend(self) -> LeaseExtended:
         """One more round of pilots (launch.json's count), whatever is alive."""
         self.need_plan()
         if not pool_processes(self.layout, "condor_master"):
             raise AgentError(
                 f"the pool of {self.layout.name} is not running; create the lease again"
             )
-        return {"pilots": self.submit_pilots(self.settings(), always=True)}
+        return LeaseExtended(self.submit_pilots(self.settings(), always=True))
 
-    def lease_status(self) -> dict[str, Any]:
+    def lease_status(self) -> LeaseStatus:
         self.need_plan()
         try:
             pilots = {k: str(v) for k, v in self.pilot_states().items()}
         except BatchError as exc:
             pilots = {"error": str(exc)}
         running = bool(pool_processes(self.layout, "condor_master"))
-        answer: dict[str, Any] = {
-            "pool_running": running, "pilots": pilots, "startds": [], "schedds": [],
-            "pilots_alive": any(state in ALIVE for state in pilots.values()),
-        }  # fmt: skip
+        alive = any(state in ALIVE for state in pilots.values())
+        startds: list[Ad] = []
+        schedds: list[Ad] = []
+        accounting: dict[str, Accounting] = {}
+        collector_error = ""
         if running:
             try:
                 # Slot ads (condor_status's default): -startd lists the startd daemons' own.
-                answer["startds"] = self.ads(None, "name", "state", "activity")
-                answer["schedds"] = self.ads("-schedd", "name", "idle", "running")
-                answer["accounting"] = self.accounting(answer["schedds"])
+                startds = [Ad(**ad) for ad in self.ads(None, "name", "state", "activity")]
+                schedds = [Ad(**ad) for ad in self.ads("-schedd", "name", "idle", "running")]
+                accounting = self.accounting(schedds)
             except AgentError as exc:  # a collector just starting: the pilots still count
-                answer["collector_error"] = str(exc)
-        return answer
+                collector_error = str(exc)
+        return LeaseStatus(running, pilots, alive, startds, schedds, accounting,
+                           collector_error)  # fmt: skip
 
-    def accounting(self, schedds: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    def accounting(self, schedds: list[Ad]) -> dict[str, Accounting]:
         """Per joined export (its schedd `X@lumberjack-X`, its submitter
         `<site account>@lumberjack-X`): its jobs idle and running as its schedd
         advertises them, and the lease's accountant's usage (slot-seconds, and weighted
         by cores) and slots in use, which stay after the export came home (the
         negotiator's, through condor_userprio)."""
-        per: dict[str, dict[str, Any]] = {}
+        per: dict[str, dict[str, float]] = {}
         for ad in schedds:
-            export = export_of(ad["name"])
+            export = export_of(ad.name)
             if export:
-                jobs = {k: _number(ad[k]) for k in ("idle", "running")}
+                jobs = {"idle": _number(ad.idle), "running": _number(ad.running)}
                 per.setdefault(export, _no_usage()).update(jobs)
-        for ad in self.usage():
-            export = export_of(ad["name"])
+        for usage in self.usage():
+            export = export_of(usage["name"])
             if export:
                 entry = per.setdefault(export, {"idle": 0, "running": 0, **_no_usage()})
-                entry["usage_s"] += _number(ad["usage"])
-                entry["weighted_usage_s"] += _number(ad["weighted"])
-                entry["slots_in_use"] += _number(ad["in_use"])
-        return per
+                entry["usage_s"] += _number(usage["usage"])
+                entry["weighted_usage_s"] += _number(usage["weighted"])
+                entry["slots_in_use"] += _number(usage["in_use"])
+        return {export: Accounting(**entry) for export, entry in per.items()}
 
     def usage(self) -> list[dict[str, str]]:
         """The accountant's record of every submitter and group, from the negotiator
@@ -127,7 +139,7 @@ class LeasePool(Pool):
         out = self.in_pool("condor_status", *words, "-af", *(_AD_ATTRS[key] for key in keys))
         return [dict(zip(keys, line.split() + [""] * len(keys))) for line in out.splitlines()]
 
-    def lease_stop(self) -> dict[str, Any]:
+    def lease_stop(self) -> LeaseStopped:
         """Cancel the pilots and wait until the batch system reports them gone, then stop
         the pool: nothing of the lease runs at the site afterwards."""
         self.need_plan()
@@ -135,7 +147,7 @@ class LeasePool(Pool):
         self.wait_pilots_gone("the lease's pool keeps running")
         crash_point("lease.after-pilots-gone")
         self.stop_central_manager()
-        return {"cancelled_pilots": cancelled, "pool_stopped": True}
+        return LeaseStopped(cancelled, pool_stopped=True)
 
 
 def export_of(name: str) -> str:
@@ -153,5 +165,5 @@ def _number(text: str) -> float:
     return int(value) if value.is_integer() else round(value, 1)
 
 
-def _no_usage() -> dict[str, Any]:
+def _no_usage() -> dict[str, float]:
     return {"usage_s": 0, "weighted_usage_s": 0, "slots_in_use": 0}

@@ -12,8 +12,9 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
+from lumberjack.core.answers import LeaseExtended, LeaseStatus, PilotsSubmitted, PoolStarted
 from lumberjack.core.contract import ALIVE, ExportLayout, PilotState
 from lumberjack.site import remote_pool
 from lumberjack.site.batch import BatchError
@@ -51,21 +52,21 @@ class AllocationLeasePool(AllocationPool, LeasePool):
         ready = str(Path(self.layout.pool_local, "log", ".collector_address"))
         return {"ready": ready, "joined_dir": self.layout.joined}
 
-    def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
+    def start_central_manager(self, settings: PoolSettings) -> PoolStarted:
         """Nothing starts here: the directory exports join through is made, and the
         lease's signing key (an export that joins before the first round starts gets its
         schedd's token of it at once)."""
         Path(self.layout.joined).mkdir(mode=0o700, exist_ok=True)
         make_local_dirs(self.layout, "log", "execute")
         make_signing_key(Path(self.layout.pool_local, "passwords.d", "POOL"))
-        return {"started": False, "placement": "allocation"}
+        return PoolStarted(False, placement="allocation")
 
     def stop_central_manager(self) -> None:
         """The heads ended with their pilots: nothing runs on the login node."""
 
     def submit_round(
         self, settings: PoolSettings, waiting: Callable[[], int] = lambda: 1
-    ) -> dict[str, Any]:
+    ) -> PilotsSubmitted:
         """A round when none is alive (one at a time holds the pool). The jobs a dead
         round's schedds left running get their job lease expired first, so each schedd
         the new head starts makes them idle at once instead of reconnecting for long."""
@@ -83,7 +84,7 @@ class AllocationLeasePool(AllocationPool, LeasePool):
             found.append(ExportLayout(request.read_text().strip()))
         return found
 
-    def extend(self) -> dict[str, Any]:
+    def extend(self) -> LeaseExtended:
         """The next round, once the current one is gone (two heads would run two
         schedds on one queue)."""
         self.need_plan()
@@ -93,9 +94,9 @@ class AllocationLeasePool(AllocationPool, LeasePool):
                 f"pilot {', '.join(alive)} of {self.layout.name} still holds its pool "
                 '(placement "allocation": one round at a time); extend once it has ended'
             )
-        return {"pilots": self.submit_round(self.settings())}
+        return LeaseExtended(self.submit_round(self.settings()))
 
-    def lease_status(self) -> dict[str, Any]:
+    def lease_status(self) -> LeaseStatus:
         """Pilots, the collector the running round's head announced, the exports joined."""
         self.need_plan()
         try:
@@ -107,13 +108,12 @@ class AllocationLeasePool(AllocationPool, LeasePool):
         pilots = {k: str(v) for k, v in states.items()} if not error else {"error": error}
         holding = [job for job, state in states.items() if state in HOLDING]
         owner, collector = head_announced(self.layout)
-        answer: dict[str, Any] = {
-            "placement": "allocation", "pilots": pilots, "startds": [], "schedds": [],
-            "pilots_alive": bool(error) or any(s in ALIVE for s in states.values()),
-            "pool_running": owner in holding, "collector": collector if owner in holding else "",
-            "joined": self.joined_states(),
-        }  # fmt: skip
-        return answer
+        return LeaseStatus(
+            placement="allocation", pilots=pilots,
+            pilots_alive=bool(error) or any(s in ALIVE for s in states.values()),
+            pool_running=owner in holding, collector=collector if owner in holding else "",
+            joined=self.joined_states(),
+        )  # fmt: skip
 
     def joined_states(self) -> dict[str, str]:
         """Each export that joined: "joined", "leaving" (release asked) or "released"."""

@@ -6,8 +6,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
-from typing import Any
-
+from lumberjack.core.answers import Launched
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site.files import make_private
 from lumberjack.site.job_queue import place_queue
@@ -17,7 +16,7 @@ from lumberjack.site.pools.base import Pool
 class LoginPool(Pool):
     """The whole pool on the login node; pilots while idle jobs are left."""
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         self.prepare()
         settings = self.settings()
         placed = place_queue(self.layout, settings.site_user, settings.trust_domain)
@@ -27,4 +26,4 @@ class LoginPool(Pool):
         crash_point("launch.after-pool")
         pilots = self.submit_pilots(settings)
         crash_point("launch.after-pilots")
-        return {"place": placed, "pool": pool, "pilots": pilots}
+        return Launched(placed, pool, pilots)
