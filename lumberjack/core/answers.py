@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
+from lumberjack.core.contract import LaunchPlan, QueueActions
 from lumberjack.core.records import ContractError, decode
 
 
@@ -280,6 +281,24 @@ def read_answer(command: str, text: str | bytes, where: str) -> Answer:
     return decode(kind, text, where)
 
 
+#: The files the access point writes for the agent (core/contract.py), by name.
+PLANS: dict[str, type] = {"launch.json": LaunchPlan, "queue-actions.json": QueueActions}
+#: Every kind of message that crosses the link: the plans, each verb's answer, and the
+#: answer of `status DIR DIR ...`.
+MESSAGES = (*PLANS, *ANSWERS, "status-many")
+
+
+def read_message(kind: str, text: str | bytes) -> Any:
+    """A message of any kind (MESSAGES), strictly; ContractError for anything else."""
+    if kind in PLANS:
+        return decode(PLANS[kind], text, kind)
+    if kind == "status-many":
+        return decode(Statuses, text, kind)
+    if kind not in ANSWERS:
+        raise ContractError(f"{kind!r} is no message of the contract")
+    return read_answer(kind, text, kind)
+
+
 __all__ = [
     "ANSWERS",
     "Accounting",
@@ -295,6 +314,8 @@ __all__ = [
     "LeaseStatus",
     "LeaseStopped",
     "LogsGathered",
+    "MESSAGES",
+    "PLANS",
     "PilotsSubmitted",
     "Placed",
     "PoolStarted",
@@ -304,4 +325,5 @@ __all__ = [
     "Statuses",
     "Stopped",
     "read_answer",
+    "read_message",
 ]

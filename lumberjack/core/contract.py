@@ -5,9 +5,12 @@ the other.
 - `ExportLayout`: every path of one export's (or lease's) directory at the site.
 - `LaunchPlan` (launch.json): the request as the site must run it. The access point
   writes it, whole and once per launch; the agent only reads it, never writes it back.
-- `PilotRequest`: the part of a plan that sizes a pilot. The agent adds what only it
-  knows (the pilot's name, its node and retire commands, its output directory) to make
-  the `PilotSpec` a batch system renders.
+- `PilotRequest`: the part of a plan that sizes a pilot, written by the access point
+  (profiles/request.pilot_request) and checked once, as it is built (`__post_init__`):
+  at home before anything ships, at the site as the agent decodes launch.json. The
+  agent adds what only it knows (the pilot's name, its node and retire commands, its
+  output directory) to make the `PilotSpec` a batch system renders (`PilotSpec.of`,
+  which checks only those four).
 - The agent's reports, each in a file of its own: `PoolState` (where it started the
   pool's collector) and `SubmittedPilots` (the batch job ids it submitted).
 - `PilotState` and `ALIVE`: the words a status answer reports a pilot's state with.
@@ -249,6 +252,10 @@ class PilotRequest:
     gpu_request: str = GPU_REQUESTS[0]  # Slurm only: see GPU_REQUESTS
 
     def __post_init__(self) -> None:
+        self._freeze()
+        self._refuse_unsafe()  # the one check of a request: wherever it is built
+
+    def _freeze(self) -> None:
         # Lists given by a caller become tuples: the request is frozen all the way down.
         for name in ("extra_directives", "setup_lines", "chunk_resources"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
@@ -259,12 +266,7 @@ class PilotRequest:
         """Seconds after the pilot starts when its startds must stop accepting jobs."""
         return max(0, self.walltime_s - self.retire_s)
 
-    def request(self) -> PilotRequest:
-        """The request alone (a PilotSpec without what the agent names)."""
-        names = {f.name for f in fields(PilotRequest)}
-        return PilotRequest(**{key: value for key, value in vars(self).items() if key in names})
-
-    def check(self) -> None:
+    def _refuse_unsafe(self) -> None:
         """ValueError when a field cannot go into a script safely."""
         for label, value, low in (
             ("nodes", self.nodes, 1),
@@ -301,22 +303,26 @@ class PilotSpec(PilotRequest):
     retire_command: str = ""  # tells this pilot's startds to stop accepting new jobs
     output_dir: str = ""  # absolute path at the site for the batch job's stdout/stderr
 
+    def __post_init__(self) -> None:
+        self._freeze()  # the request's fields were checked when it was built
+        self._refuse_unsafe_names()
+
     @classmethod
     def of(
         cls, request: PilotRequest, *, name: str, node_command: str, retire_command: str,
         output_dir: str,
     ) -> PilotSpec:  # fmt: skip
-        return cls(**vars(request.request()), name=name, node_command=node_command,
+        asked = {f.name: getattr(request, f.name) for f in fields(PilotRequest)}
+        return cls(**asked, name=name, node_command=node_command,
                    retire_command=retire_command, output_dir=output_dir)  # fmt: skip
 
-    def validate(self) -> None:
-        """Raise ValueError when a field cannot go into a script safely."""
+    def _refuse_unsafe_names(self) -> None:
+        """ValueError when what the agent names cannot go into a script safely."""
         if not _JOB_NAME.match(self.name):
             raise ValueError(
                 f"pilot name {self.name!r} must start with a letter and use only letters, "
                 "digits, '_', '.', '-' (at most 63 characters)"
             )
-        self.check()
         for label, text in (
             ("node_command", self.node_command),
             ("retire_command", self.retire_command),

@@ -8,11 +8,12 @@ data may come back from a site or from a file a user could edit: a wrong shape i
 Records read at the site write `Optional[X]`, not `X | None`: a login node's Python 3.9
 cannot evaluate the latter when the annotations are checked.
 
-A record with a `check()` method is checked once built (its ValueError becomes the
-RecordError). `encode` and `decode` are the same codec for a whole file or message: a
-type with a `VERSION` travels as {"version": N, ...its fields}; `decode` reads that
-version only (or, through the type's `upgrade`, the unversioned text an earlier release
-wrote) and refuses anything else as a one-line ContractError.
+A record with a `check()` method is checked once built, and one may check itself as
+it is built (`__post_init__`); either's ValueError becomes the RecordError. `encode` and
+`decode` are the same codec for a whole file or message: a type with a `VERSION`
+travels as {"version": N, ...its fields}; `decode` reads that version only (or, through
+the type's `upgrade`, the unversioned text an earlier release wrote) and refuses
+anything else as a one-line ContractError.
 """
 
 from __future__ import annotations
@@ -183,15 +184,15 @@ def _dataclass(cls: Any, data: Any, where: str) -> Any:
             values[name] = _build(hint, data[name], f"{where}.{name}")
         elif required:
             raise RecordError(f"{where}: missing field {name!r}")
-    record = cls(**values)
     check = _check_of(cls)
-    if check is not None:
-        try:
+    try:
+        record = cls(**values)  # a type may check itself as it is built (__post_init__)
+        if check is not None:
             check(record)
-        except RecordError:
-            raise
-        except ValueError as exc:  # the type's own rule: one line, naming where
-            raise RecordError(f"{where}: {exc}") from None
+    except RecordError:
+        raise
+    except ValueError as exc:  # the type's own rule: one line, naming where
+        raise RecordError(f"{where}: {exc}") from None
     return record
 
 

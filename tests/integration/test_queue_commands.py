@@ -3,10 +3,14 @@ forwards them: condor_rm, condor_hold, condor_release and condor_qedit of export
 act on their copies at the site at the next sync; an edit the site must not take holds
 the job at home (and keeps the export waiting for a release, as a policy's hold would);
 condor_q at home shows where each job is; a job removed at home leaves the queue removed
-with one aborted event in its user log. One export of four jobs, one command each."""
+with one aborted event in its user log. One export of four jobs, one command each.
+
+The same journey records every message that crosses the SSH link (the plans the access
+point writes, the agent's answers) and decodes each through the contract, strictly."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -15,8 +19,11 @@ import pytest
 from journey import lumberjack, make_job_dir, query, site_path, submit, sync_one
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.answers import read_message
 from lumberjack.core.classad_text import unquote_string
+from lumberjack.core.records import ContractError
 from lumberjack.state.ledger import Ledger
+from lumberjack.transport import recording
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +71,34 @@ def _sync_until(name: str, done, what: str, timeout: float = 240) -> int:
     return rounds
 
 
-def test_queue_commands_reach_the_site(workspace: Path, state_dir: Path, at_site: list) -> None:
+#: The kinds of message this journey sends over the link: the two files the access
+#: point writes, and the answers of the agent's verbs it runs (sync asks one export's
+#: status on its own).
+JOURNEY_MESSAGES = {"launch.json", "launch", "status", "queue-actions.json", "act", "stop"}
+
+
+def _every_message_decodes(recorded: Path) -> None:
+    """Each message of the journey, as it crossed, decoded strictly through the contract;
+    and each refused in one line once it carries a field the contract does not know."""
+    seen = set()
+    for line in recorded.read_text().splitlines():
+        message = json.loads(line)
+        kind, text = message["kind"], message["text"]
+        read_message(kind, text)  # ContractError: unknown, missing or mistyped field
+        tampered = json.dumps({**json.loads(text), "surprise": 1})
+        with pytest.raises(ContractError, match="unknown field 'surprise'") as refused:
+            read_message(kind, tampered)
+        assert "\n" not in str(refused.value)
+        seen.add(kind)
+    assert seen == JOURNEY_MESSAGES, seen
+
+
+def test_queue_commands_reach_the_site(
+    workspace: Path, state_dir: Path, at_site: list, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    recorded = tmp_path / "link.jsonl"
+    monkeypatch.setenv(recording.ENV, str(recorded))  # the CLI's runs inherit it
     job_dir = make_job_dir(workspace, "qc")
     # Long enough (15 s) that every command finds its job still at the site.
     cluster = submit(job_dir, 4, arguments="$(Process) $(code) 15")
@@ -133,3 +167,4 @@ def test_queue_commands_reach_the_site(workspace: Path, state_dir: Path, at_site
         assert log.count(f"009 ({cluster:03d}.{proc:03d}.000)") == 1, log
         assert f"005 ({cluster:03d}.{proc:03d}.000)" not in log
     assert f"005 ({cluster:03d}.002.000)" in log and f"005 ({cluster:03d}.001.000)" in log
+    _every_message_decodes(recorded)

@@ -65,8 +65,8 @@ def test_the_plan_holds_the_request_and_the_agent_names_the_pilots() -> None:
     }
     spec = PilotSpec.of(plan.spec, name="lj-calib-1", node_command="n", retire_command="r",
                         output_dir="/o")  # fmt: skip
-    spec.validate()
-    assert spec.request() == plan.spec and spec.walltime_s == plan.spec.walltime_s
+    asked = {name: getattr(spec, name) for name in PilotRequest.__dataclass_fields__}
+    assert PilotRequest(**asked) == plan.spec and spec.walltime_s == plan.spec.walltime_s
 
 
 @pytest.mark.parametrize(
