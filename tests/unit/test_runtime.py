@@ -22,6 +22,7 @@ from lumberjack.site import runtime as runtime_module
 from lumberjack.site.batch import get_batch_system
 from lumberjack.site.files import AgentError
 from lumberjack.site.pools import LoginPool
+from lumberjack.core.answers import PoolStarted
 from lumberjack.site.pools.base import ensure_release
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
@@ -328,11 +329,11 @@ def test_no_container_pool_starts_and_stops_by_its_pid(tmp_path: Path) -> None:
     plan = site_bundle.launch_plan(runtime="none", image="", condor_release=shipped)
     login = LoginPool(pool.layout, plan)
     answer = login.start_pool(pool)
-    assert answer == {"started": True, "collector": "10.0.0.5:40123"}
+    assert answer == PoolStarted(True, collector="10.0.0.5:40123")
     pid = int(Path(pool.layout.master_pid).read_text())
     assert pool_processes(pool.layout, "condor_master") == [pid]
     assert login.instance_running()
-    assert login.start_pool(pool)["reason"] == "already running"
+    assert login.start_pool(pool).reason == "already running"
     login.stop_pool()
     login.wait_gone(None)
     assert not login.instance_running()
