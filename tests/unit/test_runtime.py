@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from conftest import load_fixture_module
 
+from lumberjack.core.answers import PoolStarted
 from lumberjack.core.contract import ExportLayout, ReleasePlan
 from lumberjack.site import remote_pool
 from lumberjack.site import runtime as runtime_module
 from lumberjack.site.batch import get_batch_system
 from lumberjack.site.files import AgentError
 from lumberjack.site.pools import LoginPool
-from lumberjack.core.answers import PoolStarted
 from lumberjack.site.pools.base import ensure_release
 from lumberjack.site.processes import pool_processes
 from lumberjack.site.remote_pool import PoolSettings
