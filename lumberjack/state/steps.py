@@ -118,9 +118,9 @@ class Site:
         text = lines[-1]
         record_message(command, text)
         try:
-            answer: Answer = read_answer(command, text, f"the site agent's {command} answer")
-        except ContractError as exc:
-            raise RemoteError(f"site agent {command}: {exc}") from None
+            answer: Answer = read_answer(command, text, f"site agent {command} answer")
+        except ContractError as exc:  # a site's word, refused whole: one line, nothing used
+            raise RemoteError(str(exc)) from None
         if isinstance(answer, Failed):
             kind = SetupError if is_setup_failure(answer.error) else RemoteError
             raise kind(f"site agent {command}: {answer.error}")
@@ -140,7 +140,7 @@ class Site:
             result = self.conn.run(line, check=False)
             text = result.stdout.strip().splitlines()[-1]
             record_message("status-many", text)
-            answer = decode(Statuses, text, "the site agent's status answer")
+            answer = decode(Statuses, text, "site agent status answer")
         except (LumberjackError, ValueError, IndexError):  # ContractError is a ValueError
             return
         self.statuses.update((root, answer.answers[root]) for root in roots

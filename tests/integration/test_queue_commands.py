@@ -10,20 +10,17 @@ point writes, the agent's answers) and decodes each through the contract, strict
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import htcondor2
 import pytest
 from journey import lumberjack, make_job_dir, query, site_path, submit, sync_one
+from link_messages import every_message_decodes, record_link
 
 from lumberjack.core import jobqueuelog as jql
-from lumberjack.core.answers import read_message
 from lumberjack.core.classad_text import unquote_string
-from lumberjack.core.records import ContractError
 from lumberjack.state.ledger import Ledger
-from lumberjack.transport import recording
 
 pytestmark = pytest.mark.integration
 
@@ -77,28 +74,11 @@ def _sync_until(name: str, done, what: str, timeout: float = 240) -> int:
 JOURNEY_MESSAGES = {"launch.json", "launch", "status", "queue-actions.json", "act", "stop"}
 
 
-def _every_message_decodes(recorded: Path) -> None:
-    """Each message of the journey, as it crossed, decoded strictly through the contract;
-    and each refused in one line once it carries a field the contract does not know."""
-    seen = set()
-    for line in recorded.read_text().splitlines():
-        message = json.loads(line)
-        kind, text = message["kind"], message["text"]
-        read_message(kind, text)  # ContractError: unknown, missing or mistyped field
-        tampered = json.dumps({**json.loads(text), "surprise": 1})
-        with pytest.raises(ContractError, match="unknown field 'surprise'") as refused:
-            read_message(kind, tampered)
-        assert "\n" not in str(refused.value)
-        seen.add(kind)
-    assert seen == JOURNEY_MESSAGES, seen
-
-
 def test_queue_commands_reach_the_site(
     workspace: Path, state_dir: Path, at_site: list, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    recorded = tmp_path / "link.jsonl"
-    monkeypatch.setenv(recording.ENV, str(recorded))  # the CLI's runs inherit it
+    recorded = record_link(monkeypatch, tmp_path)
     job_dir = make_job_dir(workspace, "qc")
     # Long enough (15 s) that every command finds its job still at the site.
     cluster = submit(job_dir, 4, arguments="$(Process) $(code) 15")
@@ -167,4 +147,4 @@ def test_queue_commands_reach_the_site(
         assert log.count(f"009 ({cluster:03d}.{proc:03d}.000)") == 1, log
         assert f"005 ({cluster:03d}.{proc:03d}.000)" not in log
     assert f"005 ({cluster:03d}.002.000)" in log and f"005 ({cluster:03d}.001.000)" in log
-    _every_message_decodes(recorded)
+    every_message_decodes(recorded, JOURNEY_MESSAGES)
