@@ -21,6 +21,7 @@ import testbed
 
 from lumberjack.ap import home_queue
 from lumberjack.ap.schedd import LocalSchedd
+from lumberjack.core.answers import RemoteJob, Status
 from lumberjack.state import queue_commands
 
 
@@ -44,7 +45,9 @@ def main(count: int) -> None:
             time.sleep(1)
         jobs = [f"{cluster}.{proc}" for proc in range(count)]
         record = SimpleNamespace(clusters=[cluster], jobs=jobs, site="testbed", name="bench")
-        remote = {job: {"JobStatus": 2, "RemoteHost": '"slot1@c1"'} for job in jobs}
+        remote = {job: RemoteJob(2, RemoteHost='"slot1@c1"') for job in jobs}
+        status = Status({"running": count}, count, False, False, 0, 0, None, True, True, {},
+                        remote_jobs=remote)  # fmt: skip
         memory = home_queue.Forwarded()
         for round_ in (1, 2):
             started = time.monotonic()
@@ -52,7 +55,7 @@ def main(count: int) -> None:
             queried = time.monotonic()
             home_queue.plan_round(ads, memory, "testbed")
             decided = time.monotonic()
-            edits = queue_commands.show(schedd, record, {"remote_jobs": remote})
+            edits = queue_commands.show(schedd, record, status)
             shown = time.monotonic()
             print(
                 f"round {round_}: {count} jobs: query {queried - started:.2f} s, decisions "

@@ -39,7 +39,7 @@ import testbed  # noqa: E402
 
 from lumberjack.ap import export as export_mod  # noqa: E402
 from lumberjack.ap.schedd import LocalSchedd  # noqa: E402
-from lumberjack.core.contract import to_json  # noqa: E402
+from lumberjack.core.contract import encode  # noqa: E402
 from lumberjack.profiles.sites import find_profile  # noqa: E402
 from lumberjack.state import handback, lifecycle, plans, site_export, steps  # noqa: E402
 from lumberjack.state.ledger import Ledger  # noqa: E402
@@ -106,7 +106,7 @@ def stand_in_launch(names: list[str]) -> str:
             record = ledger.get(name)
             layout = steps.layout_of(record)
             plan = plans.launch_plan(record, site.profile, layout)
-            site.conn.put_bytes(to_json(plan).encode(), layout.launch_plan, 0o600)
+            site.conn.put_bytes(encode(plan).encode(), layout.launch_plan, 0o600)
             roots.append(layout.root)
         agent = roots[0] + "/agent.pyz"
         site.conn.run(shlex.join(["python3", "-c", _PLACE, agent, held, *roots]))

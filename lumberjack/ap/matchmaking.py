@@ -22,6 +22,7 @@ from typing import Any
 from lumberjack.ap import gpu_match
 from lumberjack.ap.clauses import evaluate, parse_ad, split_and, unwrap
 from lumberjack.ap.platform_match import platform_of, platform_reason
+from lumberjack.core.answers import IdleShape
 from lumberjack.core.classad_text import unquote_string
 from lumberjack.core.slot_ad import (
     RETIRE_START,
@@ -321,25 +322,23 @@ _ATTR_NAMES = {"Requirements", "RequestCpus", "RequestMemory", "RequestDisk", "R
                "MemoryUsage", "DiskUsage"}  # fmt: skip
 
 
-def never_match(shapes: Any, profile: SiteProfile, request: ResourceRequest) -> list[str]:
+def never_match(
+    shapes: list[IdleShape], profile: SiteProfile, request: ResourceRequest
+) -> list[str]:
     """The idle jobs at the site that no slot of `request` could ever take, one line per
-    shape (site/idle_jobs.py). The site's word: what is not a list of well-formed shapes
-    (known attribute names, texts that parse) is skipped, never evaluated."""
+    shape (site/idle_jobs.py). The site's word, its types checked by the contract: a
+    shape of unknown attribute names, or texts that do not parse, is skipped, never
+    evaluated."""
     import classad2
 
     lines: list[str] = []
-    for shape in shapes[:20] if isinstance(shapes, list) else []:
-        if not isinstance(shape, dict):
-            continue
-        attrs, jobs, example = shape.get("attrs"), shape.get("jobs"), shape.get("example")
+    for shape in shapes[:20]:
+        attrs, jobs, example = shape.attrs, shape.jobs, shape.example
         if not (
-            isinstance(attrs, dict)
-            and isinstance(jobs, int)
-            and isinstance(example, str)
-            and _JOB_ID.match(example)
+            _JOB_ID.match(example)
             and "Requirements" in attrs
             and set(attrs) <= _ATTR_NAMES
-            and all(isinstance(v, str) and len(v) <= 4000 for v in attrs.values())
+            and all(len(v) <= 4000 for v in attrs.values())
         ):
             continue  # fmt: skip
         cluster, proc = example.split(".")

@@ -14,6 +14,7 @@ from typing import Any, Callable, NoReturn, TypeVar
 import click
 
 from lumberjack.core.message_text import one_line
+from lumberjack.core.records import to_json
 from lumberjack.errors import (
     EXIT_CODES,
     INTERNAL_ERROR_EXIT,
@@ -166,9 +167,10 @@ def json_option(func: F) -> F:
 def emit(as_json: bool, data: Any, text: str | None = None) -> None:
     """Print `data` as JSON, or `text` (default: a readable rendering of data)."""
     if as_json:
-        click.echo(json.dumps(data, indent=None, sort_keys=False, default=str))
+        click.echo(json.dumps(to_json(data), indent=None, sort_keys=False, default=str))
     else:
-        click.echo(text if text is not None else json.dumps(data, indent=2, default=str))
+        text = text if text is not None else json.dumps(to_json(data), indent=2, default=str)
+        click.echo(text)
 
 
 def text_of(value: Any) -> str:

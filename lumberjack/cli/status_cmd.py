@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import click
 
 from lumberjack.cli import cli
 from lumberjack.cli.common import emit, json_option, text_table
 from lumberjack.cli.completion import complete_export
+from lumberjack.core.answers import Status
+from lumberjack.core.records import to_json
 from lumberjack.errors import BadInput
 from lumberjack.state import job_lookup, lifecycle, phases, steps
 from lumberjack.state.ledger import ExportRecord, Ledger
@@ -107,34 +108,35 @@ def _export(ledger: Ledger, name: str, as_json: bool) -> None:
         return
     with steps.site_for(record) as site:
         answer = lifecycle.refresh_status(ledger, site, record)
+        never = lifecycle.never_match(site, record, answer)
     login, login_text = site_login(site.profile)
     phase = ledger.get(name).phase
-    jobs = ", ".join(f"{count} {state}" for state, count in sorted(answer["jobs"].items()))
-    pilots = ", ".join(f"{job} {state}" for job, state in answer["pilots"].items()) or "none"
-    pool = "running" if answer["pool_running"] else "stopped"
-    if answer.get("placement") == "allocation":  # the queue lives in SPOOL between pilots
+    jobs = ", ".join(f"{count} {state}" for state, count in sorted(answer.jobs.items()))
+    pilots = ", ".join(f"{job} {state}" for job, state in answer.pilots.items()) or "none"
+    pool = "running" if answer.pool_running else "stopped"
+    if answer.placement == "allocation":  # the queue lives in SPOOL between pilots
         pool += " (in the allocation" + (
-            f"; {answer['interrupted']} interrupted jobs wait for the next pilot)"
-            if answer.get("interrupted") else ")"
+            f"; {answer.interrupted} interrupted jobs wait for the next pilot)"
+            if answer.interrupted else ")"
         )  # fmt: skip
     lease = record.info.get("lease")
     if lease:  # its pilots and central manager are the lease's
         pilots += f" (lease {lease})"
-    emit(as_json, {"ok": True, "name": name, "phase": phase, **answer, "login": login,
-                   "lease": lease},
+    emit(as_json, {"ok": True, "name": name, "phase": phase, **to_json(answer),
+                   "never_match": never, "login": login, "lease": lease},
          f"{name}: phase {phase}\n  jobs:   {jobs}\n  pilots: {pilots}\n"
          f"  pool:   {pool}\n" + _held_line(answer)
-         + "".join(f"  never:  {line}\n" for line in answer.get("never_match", []))
+         + "".join(f"  never:  {line}\n" for line in never)
          + f"  login:  {record.site}: {login_text}")  # fmt: skip
 
 
-def _held_line(answer: dict[str, Any]) -> str:
+def _held_line(answer: Status) -> str:
     """What the site's held jobs mean for the export's way home ("" when none is held)."""
-    final, releasable = answer.get("held_final", 0), answer.get("releasable", 0)
+    final, releasable = answer.held_final, answer.releasable
     if not final and not releasable:
         return ""
     parts = [f"{final} for good"] if final else []
     if releasable:
-        until = time.strftime("%H:%M UTC", time.gmtime(answer.get("wait_until") or 0))
+        until = time.strftime("%H:%M UTC", time.gmtime(answer.wait_until or 0))
         parts.append(f"{releasable} the site may release (waited for until {until})")
     return f"  held:   {', '.join(parts)}\n"

@@ -5,15 +5,18 @@ the other.
 - `ExportLayout`: every path of one export's (or lease's) directory at the site.
 - `LaunchPlan` (launch.json): the request as the site must run it. The access point
   writes it, whole and once per launch; the agent only reads it, never writes it back.
-- `PilotRequest`: the part of a plan that sizes a pilot. The agent adds what only it
-  knows (the pilot's name, its node and retire commands, its output directory) to make
-  the `PilotSpec` a batch system renders.
+- `PilotRequest`: the part of a plan that sizes a pilot, written by the access point
+  (profiles/request.pilot_request) and checked once, as it is built (`__post_init__`):
+  at home before anything ships, at the site as the agent decodes launch.json. The
+  agent adds what only it knows (the pilot's name, its node and retire commands, its
+  output directory) to make the `PilotSpec` a batch system renders (`PilotSpec.of`,
+  which checks only those four).
 - The agent's reports, each in a file of its own: `PoolState` (where it started the
   pool's collector) and `SubmittedPilots` (the batch job ids it submitted).
 - `PilotState` and `ALIVE`: the words a status answer reports a pilot's state with.
 
-Every type goes through one pair of functions, `to_json` and `from_json`. Each file
-carries its type's version; `from_json` reads the current version (and the unversioned
+Every type goes through the one codec of core/records.py, `encode` and `decode`. Each
+file carries its type's version; `decode` reads the current version (and the unversioned
 files an earlier release left at a site mid-flight) and refuses anything else: a field
 it does not know, a field missing, a value of the wrong type, or one its type's `check`
 refuses, each as a one-line ContractError. Both directions are hostile input: the agent
@@ -24,20 +27,15 @@ Stdlib only (and Python 3.9): this module runs at the site, inside the agent's z
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import PurePosixPath
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Optional
 
+from lumberjack.core.records import ContractError, decode, encode
 from lumberjack.core.shell_safe import CHUNK_RESOURCE, DIRECTIVE_WORD
-
-
-class ContractError(ValueError):
-    """A file of the contract that cannot be read as its type; the message is one line."""
-
 
 #: The container runtimes the agent knows (lumberjack/site/runtime.py registers one class
 #: for each; a unit test holds the two to the same names).
@@ -244,7 +242,7 @@ class PilotRequest:
     walltime_s: int
     retire_s: int  # stop accepting new jobs this many seconds before the walltime ends
     queue: str = ""  # partition/queue name for the batch system; "" leaves it out
-    allocation: str | None = None  # account/project to charge
+    allocation: Optional[str] = None  # account/project to charge
     extra_directives: tuple[str, ...] = ()  # verbatim header lines
     setup_lines: tuple[str, ...] = ()  # shell lines run first
     env: dict[str, str] = field(default_factory=dict)  # exported before anything runs
@@ -254,6 +252,10 @@ class PilotRequest:
     gpu_request: str = GPU_REQUESTS[0]  # Slurm only: see GPU_REQUESTS
 
     def __post_init__(self) -> None:
+        self._freeze()
+        self._refuse_unsafe()  # the one check of a request: wherever it is built
+
+    def _freeze(self) -> None:
         # Lists given by a caller become tuples: the request is frozen all the way down.
         for name in ("extra_directives", "setup_lines", "chunk_resources"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
@@ -264,12 +266,7 @@ class PilotRequest:
         """Seconds after the pilot starts when its startds must stop accepting jobs."""
         return max(0, self.walltime_s - self.retire_s)
 
-    def request(self) -> PilotRequest:
-        """The request alone (a PilotSpec without what the agent names)."""
-        names = {f.name for f in fields(PilotRequest)}
-        return PilotRequest(**{key: value for key, value in vars(self).items() if key in names})
-
-    def check(self) -> None:
+    def _refuse_unsafe(self) -> None:
         """ValueError when a field cannot go into a script safely."""
         for label, value, low in (
             ("nodes", self.nodes, 1),
@@ -306,22 +303,26 @@ class PilotSpec(PilotRequest):
     retire_command: str = ""  # tells this pilot's startds to stop accepting new jobs
     output_dir: str = ""  # absolute path at the site for the batch job's stdout/stderr
 
+    def __post_init__(self) -> None:
+        self._freeze()  # the request's fields were checked when it was built
+        self._refuse_unsafe_names()
+
     @classmethod
     def of(
         cls, request: PilotRequest, *, name: str, node_command: str, retire_command: str,
         output_dir: str,
     ) -> PilotSpec:  # fmt: skip
-        return cls(**vars(request.request()), name=name, node_command=node_command,
+        asked = {f.name: getattr(request, f.name) for f in fields(PilotRequest)}
+        return cls(**asked, name=name, node_command=node_command,
                    retire_command=retire_command, output_dir=output_dir)  # fmt: skip
 
-    def validate(self) -> None:
-        """Raise ValueError when a field cannot go into a script safely."""
+    def _refuse_unsafe_names(self) -> None:
+        """ValueError when what the agent names cannot go into a script safely."""
         if not _JOB_NAME.match(self.name):
             raise ValueError(
                 f"pilot name {self.name!r} must start with a letter and use only letters, "
                 "digits, '_', '.', '-' (at most 63 characters)"
             )
-        self.check()
         for label, text in (
             ("node_command", self.node_command),
             ("retire_command", self.retire_command),
@@ -375,14 +376,14 @@ class LaunchPlan:
     spec: PilotRequest
     token_lifetime_s: int  # the pilots' token: the walltime and a margin
     binds: tuple[str, ...] = ()  # extra container binds from the profile
-    condor_release: ReleasePlan | None = None  # runtime "none" only
-    address: str | None = None  # the login node's address (None: the agent finds it)
-    port: int | None = None  # the collector's port (None or 0: the agent picks a free one)
+    condor_release: Optional[ReleasePlan] = None  # runtime "none" only
+    address: Optional[str] = None  # the login node's address (None: the agent finds it)
+    port: Optional[int] = None  # the collector's port (None or 0: the agent picks a free one)
     idle_shutdown_s: int = 300  # a startd with no job for this long exits
-    max_running_jobs: int | None = None  # the site's policy cap (None: HTCondor's default)
+    max_running_jobs: Optional[int] = None  # the site's policy cap (None: HTCondor's default)
     placement: str = "login"  # one of PLACEMENTS
     gpus: GpuPlan = field(default_factory=GpuPlan)
-    lease: str | None = None  # a joined export's: its lease's directory
+    lease: Optional[str] = None  # a joined export's: its lease's directory
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "binds", tuple(self.binds))
@@ -527,85 +528,6 @@ class SubmittedPilots:
         return {"job_ids": data}  # the unversioned file was the bare list
 
 
-# ---- one serialisation for all of them ---------------------------------------------------
-
-T = TypeVar("T")
-
-#: The versioned types (a file of its own) and the types nested in them.
-_NESTED = {cls.__name__: cls for cls in (PilotRequest, ReleasePlan, GpuPlan, JobAction)}
-_SCALARS: dict[str, type] = {"str": str, "int": int, "bool": bool}
-
-
-def to_json(obj: Any) -> str:
-    """The file text of a versioned contract object."""
-    return json.dumps({"version": type(obj).VERSION, **asdict(obj)}, sort_keys=True)
-
-
-def from_json(cls: type[T], text: str | bytes, where: str) -> T:
-    """`cls` read from a file's text, strictly (see the module's docstring); `where`
-    names the file in errors."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ContractError(f"{where} is not JSON: {exc}") from None
-    if isinstance(data, dict) and "version" in data:
-        version = data.pop("version")
-        if version != cls.VERSION:  # type: ignore[attr-defined]
-            raise ContractError(
-                f"{where} has version {version!r}; this side reads version "
-                f"{cls.VERSION} (ship the agent again with the same release)"  # type: ignore[attr-defined]
-            )
-    else:
-        data = cls.upgrade(data)  # type: ignore[attr-defined]
-    return _decode(cls, data, where)
-
-
-def _decode(cls: type[T], data: Any, where: str) -> T:
-    if not isinstance(data, dict):
-        raise ContractError(f"{where}: expected an object, not {type(data).__name__}")
-    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ContractError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
-    values = {name: _value(str(known[name].type), value, f"{where}: {name}")
-              for name, value in data.items()}  # fmt: skip
-    try:
-        obj = cls(**values)
-        if hasattr(obj, "check"):
-            obj.check()
-    except TypeError as exc:  # a required field missing
-        raise ContractError(f"{where}: {exc}") from None
-    except ValueError as exc:
-        raise ContractError(f"{where}: {exc}") from None
-    return obj
-
-
-def _value(kind: str, value: Any, where: str) -> Any:
-    """`value` as the annotation `kind` (a string: this module's annotations are) says."""
-    options = [option.strip() for option in kind.split("|")]
-    if value is None:
-        if "None" in options:
-            return None
-        raise ContractError(f"{where} must not be null")
-    (kind,) = [option for option in options if option != "None"]
-    if kind in _SCALARS:
-        wanted = _SCALARS[kind]
-        if type(value) is not wanted:  # bool is no int here, nor int a bool
-            raise ContractError(f"{where} must be {kind}, not {type(value).__name__}")
-        return value
-    if kind.startswith("tuple["):
-        if not isinstance(value, list):
-            raise ContractError(f"{where} must be a list")
-        inner = kind[len("tuple[") : -1].split(",")[0]
-        return tuple(_value(inner, item, f"{where}[{i}]") for i, item in enumerate(value))
-    if kind.startswith("dict[str,"):
-        if not isinstance(value, dict):
-            raise ContractError(f"{where} must be an object")
-        inner = kind[len("dict[str,") : -1].strip()
-        return {key: _value(inner, item, f"{where}.{key}") for key, item in value.items()}
-    return _decode(_NESTED[kind], value, where)
-
-
 def _absolute(path: str, label: str) -> None:
     if not path.startswith("/") or "\n" in path:
         raise ValueError(f"{label} {path!r} is not an absolute path")
@@ -628,6 +550,6 @@ __all__ = [
     "ReleasePlan",
     "SiteLogs",
     "SubmittedPilots",
-    "from_json",
-    "to_json",
+    "decode",
+    "encode",
 ]

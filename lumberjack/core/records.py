@@ -1,17 +1,26 @@
 """Dataclasses to and from JSON, written once for every record that crosses a boundary
-(the manifest, the path map, the ledger, the CLI's --json).
+(the manifest, the path map, the ledger, the CLI's --json, and every message of the
+contract between the access point and the site agent, both ways).
 
 `from_json` checks every field's type against the dataclass's annotations, because the
 data may come back from a site or from a file a user could edit: a wrong shape is a
 `RecordError` naming the field, never a half-built record. Stdlib only (both sides).
 Records read at the site write `Optional[X]`, not `X | None`: a login node's Python 3.9
 cannot evaluate the latter when the annotations are checked.
+
+A record with a `check()` method is checked once built, and one may check itself as
+it is built (`__post_init__`); either's ValueError becomes the RecordError. `encode` and
+`decode` are the same codec for a whole file or message: a type with a `VERSION`
+travels as {"version": N, ...its fields}; `decode` reads that version only (or, through
+the type's `upgrade`, the unversioned text an earlier release wrote) and refuses
+anything else as a one-line ContractError.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import types
 import typing
 from pathlib import Path
@@ -29,6 +38,11 @@ _UNIONS = (Union, getattr(types, "UnionType", Union))  # `X | None` is types.Uni
 
 class RecordError(ValueError):
     """The data does not have the record's shape; the message names the field."""
+
+
+class ContractError(RecordError):
+    """A file or message of the contract (core/contract.py, core/answers.py) that cannot
+    be read as its type; the message is one line."""
 
 
 @functools.cache
@@ -119,6 +133,9 @@ def _build(kind: Any, data: Any, where: str) -> Any:
         if plain is None or all(type(v) in plain for v in data):
             return list(data)
         return [_build(args[0], v, f"{where}[{i}]") for i, v in enumerate(data)]
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        _expect(isinstance(data, (list, tuple)), where, "a list")
+        return tuple(_build(args[0], v, f"{where}[{i}]") for i, v in enumerate(data))
     if origin is tuple:
         _expect(isinstance(data, (list, tuple)) and len(data) == len(args), where,
                 f"a list of {len(args)}")  # fmt: skip
@@ -167,7 +184,21 @@ def _dataclass(cls: Any, data: Any, where: str) -> Any:
             values[name] = _build(hint, data[name], f"{where}.{name}")
         elif required:
             raise RecordError(f"{where}: missing field {name!r}")
-    return cls(**values)
+    check = _check_of(cls)
+    try:
+        record = cls(**values)  # a type may check itself as it is built (__post_init__)
+        if check is not None:
+            check(record)
+    except RecordError:
+        raise
+    except ValueError as exc:  # the type's own rule: one line, naming where
+        raise RecordError(f"{where}: {exc}") from None
+    return record
+
+
+@functools.cache
+def _check_of(cls: type) -> Callable[[Any], None] | None:
+    return getattr(cls, "check", None)
 
 
 _Field = tuple[str, Any, Any, bool, Optional[Callable[[Any], Any]]]
@@ -233,6 +264,40 @@ def _converter(kind: Any) -> Callable[[Any], Any] | None:
         return out
 
     return tuples
+
+
+def encode(record: Any) -> str:
+    """The text of a file or message: the record's fields, and its type's VERSION."""
+    data = to_json(record)
+    version = getattr(type(record), "VERSION", None)
+    if version is not None:
+        data = {"version": version, **data}
+    return json.dumps(data, sort_keys=True)
+
+
+def decode(cls: type[T], text: str | bytes, where: str) -> T:
+    """`cls` read strictly from the text `encode` wrote; `where` names it in errors."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ContractError(f"{where} is not JSON: {exc}") from None
+    wanted = getattr(cls, "VERSION", None)
+    if isinstance(data, dict) and "version" in data:
+        data = dict(data)
+        version = data.pop("version")
+        if version != wanted:
+            raise ContractError(
+                f"{where} has version {version!r}; this side reads version {wanted} "
+                "(ship the agent again with the same release)"
+            )
+    elif hasattr(cls, "upgrade"):
+        data = cls.upgrade(data)  # type: ignore[attr-defined]
+    try:
+        return from_json(cls, data, where)
+    except ContractError:
+        raise
+    except RecordError as exc:
+        raise ContractError(str(exc)) from None
 
 
 def _expect(ok: bool, where: str, what: str) -> None:

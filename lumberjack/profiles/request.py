@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union
 
-from lumberjack.core.contract import PilotSpec
+from lumberjack.core.contract import PilotRequest
 from lumberjack.core.shell_safe import DIRECTIVE_WORD
 from lumberjack.core.units import format_memory, format_walltime, parse_memory, parse_walltime
 from lumberjack.errors import BadInput
@@ -419,30 +419,21 @@ def retire_before_end_s(request: ResourceRequest) -> int:
     return min(max(walltime // 10, 120), 1800, walltime // 2)
 
 
-def pilot_spec(
-    request: ResourceRequest,
-    profile: SiteProfile,
-    *,
-    name: str,
-    node_command: str,
-    retire_command: str,
-    output_dir: str,
-    env: dict[str, str] | None = None,
-) -> PilotSpec:
-    """The PilotSpec of one pilot of this request (each pilot gets nodes/pilots nodes)."""
+def pilot_request(
+    request: ResourceRequest, profile: SiteProfile, env: dict[str, str] | None = None
+) -> PilotRequest:
+    """What one pilot of this request asks the batch system for (each pilot gets
+    nodes/pilots nodes), as the launch plan carries it; checked as it is built (see
+    PilotRequest). The agent adds each pilot's name and commands (PilotSpec.of)."""
     queue = profile.queue(request.queue)
-    return PilotSpec(
-        name=name,
+    return PilotRequest(
         nodes=request.nodes_per_pilot,
         cores_per_node=request.cores_per_node,
         # 0: no memory line in the script, where the site refuses one
         memory_per_node_mb=request.memory_per_node_mb if profile.batch.memory_request else 0,
         gpus_per_node=request.gpus_per_node,
         walltime_s=request.walltime_s,
-        node_command=node_command,
-        retire_command=retire_command,
         retire_s=retire_before_end_s(request),
-        output_dir=output_dir,
         queue=queue.batch_queue,
         allocation=request.allocation,
         extra_directives=[*profile.batch.extra_directives, *queue.directives],

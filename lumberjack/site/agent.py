@@ -4,12 +4,14 @@ The access point ships it as a zipapp (agent.pyz, see agent_zipapp.py) next to t
 bundle, so nothing but python3 (>= 3.9) and the profile's container runtime
 (apptainer, singularity, podman-hpc; or none, with a shipped HTCondor release) must
 exist at the site. It acts on one export directory (see core/contract.ExportLayout) and
-prints one JSON object on stdout; errors are {"error": "..."} with a non-zero exit code.
+prints its answer on stdout, one JSON object of the type core/answers.py gives each
+command (encoded by the one codec, core/records.encode); errors are answers.Failed
+({"error": "..."}) with a non-zero exit code.
 
     python3 agent.pyz launch EXPORT_DIR    place the queue, start the pool, submit pilots
     python3 agent.pyz status EXPORT_DIR    jobs by status, pilots, pool running or not
-    python3 agent.pyz status DIR DIR ...   the same for several exports, in one process:
-                                           {"status": {DIR: answer or {"error": ...}}}
+    python3 agent.pyz status DIR DIR ...   the same for several exports, in one process
+                                           (answers.Statuses)
     python3 agent.pyz stop   EXPORT_DIR    condor_off -schedd, cancel pilots, stop the pool
     python3 agent.pyz remove EXPORT_DIR    delete the export directory (pool must be down)
     python3 agent.pyz act    EXPORT_DIR    the local queue's commands (queue-actions.json)
@@ -33,14 +35,15 @@ is one class in lumberjack/site/pools/.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from typing import Any, Callable
+from typing import Callable
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.answers import Answer, Failed, Status, Statuses
 from lumberjack.core.contract import ContractError, ExportLayout, PilotState
-from lumberjack.site.batch import BatchError, get_batch_system
+from lumberjack.core.records import encode
+from lumberjack.site.batch import BatchError, BatchSystem, get_batch_system
 from lumberjack.site.files import AgentError, read_plan
 from lumberjack.site.pools import Lease, Pool, lease_for, pool_for
 from lumberjack.site.pools.pool import query_pilots
@@ -49,14 +52,14 @@ from lumberjack.site.processes import running_masters
 #: What a command may fail with: its one-line message becomes {"error": ...}.
 FAILURES = (AgentError, BatchError, ContractError, jql.JobQueueLogError, OSError, ValueError)
 
-COMMANDS: dict[str, Callable[[Pool], dict[str, Any]]] = {
+COMMANDS: dict[str, Callable[[Pool], Answer]] = {
     "launch": lambda pool: pool.launch(),
     "status": lambda pool: pool.status(),
     "stop": lambda pool: pool.stop(),
     "remove": lambda pool: pool.remove(),
     "act": lambda pool: pool.act(),
 }
-LEASE_COMMANDS: dict[str, Callable[[Lease], dict[str, Any]]] = {
+LEASE_COMMANDS: dict[str, Callable[[Lease], Answer]] = {
     "lease-start": lambda pool: pool.start(),
     "lease-extend": lambda pool: pool.extend(),
     "lease-status": lambda pool: pool.lease_status(),
@@ -64,7 +67,7 @@ LEASE_COMMANDS: dict[str, Callable[[Lease], dict[str, Any]]] = {
 }
 
 
-def run(command: str, root: str) -> dict[str, Any]:
+def run(command: str, root: str) -> Answer:
     """One command on one export's (or lease's) directory."""
     layout = ExportLayout(root)
     plan = read_plan(layout)
@@ -73,10 +76,17 @@ def run(command: str, root: str) -> dict[str, Any]:
     return COMMANDS[command](pool_for(layout, plan))
 
 
-def status_many(roots: list[str]) -> dict[str, Any]:
+def status_many(
+    roots: list[str],
+    *,
+    query: Callable[[BatchSystem, list[str]], dict[str, PilotState]] = query_pilots,
+    masters: set[str] | None = None,
+) -> Statuses:
     """`status` of several exports in one process (sync asks for every export of a site
     at once): the pilots of all of them asked of each batch system in one query, /proc
-    read once for the pools' masters. An export that cannot answer gets its error."""
+    read once for the pools' masters. An export that cannot answer gets its error.
+    `query` and `masters` are the seams where the agent meets a batch system and
+    running daemons (the unit tests' site gives its own)."""
     pools: dict[str, Pool | Exception] = {}
     wanted: dict[str, set[str]] = {}
     for root in roots:
@@ -91,20 +101,21 @@ def status_many(roots: list[str]) -> dict[str, Any]:
     known: dict[str, PilotState] = {}
     for system, jobs in wanted.items():
         try:
-            known.update(query_pilots(get_batch_system(system), sorted(jobs)))
+            known.update(query(get_batch_system(system), sorted(jobs)))
         except BatchError:
             pass  # each export asks again on its own and reports the error
-    masters = running_masters()
-    answers: dict[str, Any] = {}
+    masters = running_masters() if masters is None else masters
+    answers: dict[str, Status] = {}
+    errors: dict[str, str] = {}
     for root, pool in pools.items():
         if isinstance(pool, Exception):
-            answers[root] = {"error": str(pool)}
+            errors[root] = str(pool)
             continue
         try:
             answers[root] = pool.status(known, masters)
         except FAILURES as exc:
-            answers[root] = {"error": str(exc)}
-    return {"status": answers}
+            errors[root] = str(exc)
+    return Statuses(answers, errors)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,14 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(roots) > 1:
         if args.command != "status":
             parser.error(f"{args.command} acts on one export directory")
-        print(json.dumps(status_many(roots)))
+        print(encode(status_many(roots)))
         return 0
     try:
         result = run(args.command, roots[0])
     except FAILURES as exc:
-        print(json.dumps({"error": str(exc)}))
+        print(encode(Failed(str(exc))))
         return 1
-    print(json.dumps(result))
+    print(encode(result))
     return 0
 
 

@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lumberjack.core.contract import ExportLayout, LaunchPlan, from_json, to_json
+from lumberjack.core.contract import ExportLayout, LaunchPlan, decode, encode
 
 T = TypeVar("T")
 
@@ -32,12 +32,12 @@ def read_contract(cls: type[T], path: str, default: Any) -> T | Any:
         text = Path(path).read_bytes()
     except FileNotFoundError:
         return default
-    return from_json(cls, text, path)
+    return decode(cls, text, path)
 
 
 def write_contract(path: str, obj: Any) -> None:
     """A report of the agent, written whole (a reader never sees half of it)."""
-    write_whole(Path(path), to_json(obj))
+    write_whole(Path(path), encode(obj))
 
 
 def write_whole(path: Path, text: str) -> None:

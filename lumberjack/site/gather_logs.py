@@ -27,9 +27,9 @@ import stat
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.answers import LogsGathered
 from lumberjack.core.classad_text import int_or_none, is_true, unquote_string
 from lumberjack.core.contract import QUEUE_LOG, ExportLayout, LaunchPlan, SiteLogs
 from lumberjack.core.jobstatus import JobStatus, status_of, word_of
@@ -233,7 +233,7 @@ def mentions(log: Path, wanted: set[str], into: dict[str, Excerpt]) -> None:
 # ---- gathering ---------------------------------------------------------------------------
 
 
-def gather(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
+def gather(root: str, plan: LaunchPlan | None) -> LogsGathered:
     """Write EXPORT/site-logs/ afresh from the export's logs; what was written."""
     layout = ExportLayout(root)
     out = Path(layout.site_logs)
@@ -263,17 +263,17 @@ def gather(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
             _write(out / JOBS / f"{job}.log", text)
             budget[0] -= len(text)
             written += 1
-    return {"dir": str(out), "pilot_files": pilots, "jobs": written, "left_out": left_out,
-            "bytes": TOTAL_MAX - budget[0]}  # fmt: skip
+    return LogsGathered(dir=str(out), pilot_files=pilots, jobs=written, left_out=left_out,
+                        bytes=TOTAL_MAX - budget[0])  # fmt: skip
 
 
-def gather_safely(root: str, plan: LaunchPlan | None) -> dict[str, Any]:
+def gather_safely(root: str, plan: LaunchPlan | None) -> LogsGathered:
     """`gather` for the agent's `stop`, once the logs are final: a failure says why and
     never fails the stop."""
     try:
         return gather(root, plan)
     except (OSError, ValueError, jql.JobQueueLogError) as exc:
-        return {"error": f"site logs not gathered: {exc}"}
+        return LogsGathered(error=f"site logs not gathered: {exc}")
 
 
 def _excerpts(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.answers import IdleShape
 from lumberjack.core.jobstatus import JobStatus, status_of
 
 #: Attributes of a job its match depends on (MemoryUsage: RequestMemory may read it).
@@ -25,7 +26,7 @@ MAX_SHAPES = 20
 MAX_TEXT = 4000
 
 
-def idle_shapes(ads: dict[str, jql.Ad]) -> list[dict[str, Any]]:
+def idle_shapes(ads: dict[str, jql.Ad]) -> list[IdleShape]:
     """Distinct shapes of the idle procs: {"attrs": {name: text}, "jobs": n, "example": id}."""
     clusters = {
         jql.parse_key(key).cluster: ad for key, ad in ads.items() if jql.key_kind(key) == "cluster"
@@ -49,4 +50,4 @@ def idle_shapes(ads: dict[str, jql.Ad]) -> list[dict[str, Any]]:
                 continue
             shapes[shape] = {"attrs": attrs, "jobs": 0, "example": f"{job.cluster}.{job.proc}"}
         shapes[shape]["jobs"] += 1
-    return list(shapes.values())
+    return [IdleShape(**shape) for shape in shapes.values()]

@@ -16,6 +16,7 @@ from typing import Any
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
+from lumberjack.core.answers import Placed
 from lumberjack.core.contract import QUEUE_LOG, ExportLayout
 from lumberjack.core.jobstatus import JobStatus, can_run_again, status_of
 from lumberjack.core.manifest import MANIFEST, ManifestError, read_manifest
@@ -41,11 +42,11 @@ def placed(layout: ExportLayout) -> bool:
     return Path(layout.pool, PLACED_MARK).exists()
 
 
-def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict[str, Any]:
+def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> Placed:
     """Install bundle/spool as the schedd's SPOOL, jobs owned by the site account."""
     mark = Path(layout.pool, PLACED_MARK)
     if mark.exists():
-        return {"placed": False, "reason": "already placed"}
+        return Placed(False, reason="already placed")
     bundle = Path(layout.bundle)
     try:
         manifest = read_manifest(bundle / MANIFEST)
@@ -82,7 +83,7 @@ def place_queue(layout: ExportLayout, site_user: str, trust_domain: str) -> dict
     jqlw.write_log(spool / QUEUE_LOG, ads)
     Path(layout.pool).mkdir(parents=True, exist_ok=True)
     mark.write_text(f"{time.time():.0f}\n")
-    return {"placed": True, "files": linked, "jobs": _count_procs(ads), "owners": owners}
+    return Placed(True, files=linked, jobs=_count_procs(ads), owners=owners)
 
 
 def run_as_site_account(ads: dict[str, jql.Ad], site_user: str, trust_domain: str) -> list[str]:

@@ -11,9 +11,10 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from lumberjack.core import jobqueuelog as jql
+from lumberjack.core.answers import Acted, ActionDone, RemoteJob
 from lumberjack.core.contract import JobAction, QueueActions
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.site.files import AgentError, read_contract
@@ -53,29 +54,26 @@ def command_for(action: JobAction, status: JobStatus | None) -> list[str] | None
     return command
 
 
-def act(
-    path: str, ads: dict[str, jql.Ad], run: Callable[..., str], schedd_running: bool
-) -> dict[str, Any]:
+def act(path: str, ads: dict[str, jql.Ad], run: Callable[..., str], schedd_running: bool) -> Acted:
     """The commands of the QueueActions at `path` on the jobs of `ads` (the remote
     queue), each by `run` (an HTCondor command in the pool); what each came to."""
     wanted = read_contract(QueueActions, path, QueueActions())
     now = statuses(ads)
-    done: list[dict[str, str]] = []
+    done: list[ActionDone] = []
     for action in wanted.actions:
         command = command_for(action, now.get(action.job))
-        entry = {"job": action.job, "action": action.action}
         if command is None:
-            entry["result"] = "nothing to do"
+            result = "nothing to do"
         elif not schedd_running:
             raise AgentError("the export's schedd is not running at the site; nothing done")
         else:
             try:
                 run(*command)
-                entry["result"] = "done"
+                result = "done"
             except AgentError as exc:  # one job's refusal does not stop the others
-                entry["result"] = f"refused: {exc}"
-        done.append(entry)
-    return {"actions": done}
+                result = f"refused: {exc}"
+        done.append(ActionDone(action.job, action.action, result))
+    return Acted(done)
 
 
 #: The remote ad's attributes a status answer carries for each job that left idle
@@ -83,11 +81,11 @@ def act(
 SHOWN = ("HoldReason", "RemoteHost", "LastRemoteHost")
 
 
-def remote_jobs(ads: dict[str, jql.Ad]) -> dict[str, dict[str, Any]]:
+def remote_jobs(ads: dict[str, jql.Ad]) -> dict[str, RemoteJob]:
     """Where each job that is not idle stands at the site: its JobStatus and the texts
     of SHOWN it has (idle jobs are left out: a queue of 100,000 waiting jobs answers
     nothing here)."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, RemoteJob] = {}
     for key, ad in ads.items():
         if jql.key_kind(key) != "proc":
             continue
@@ -95,10 +93,9 @@ def remote_jobs(ads: dict[str, jql.Ad]) -> dict[str, dict[str, Any]]:
         if status is JobStatus.IDLE:
             continue
         number = jql.parse_key(key)
-        entry: dict[str, Any] = {"JobStatus": int(status) if status is not None else 0}
-        for name in SHOWN:
-            text = ad.get(name)
-            if text is not None:
-                entry[name] = text[:512]
-        found[f"{number.cluster}.{number.proc}"] = entry
+        texts = {name: ad.get(name) for name in SHOWN}
+        found[f"{number.cluster}.{number.proc}"] = RemoteJob(
+            int(status) if status is not None else 0,
+            **{name: text[:512] for name, text in texts.items() if text is not None},
+        )
     return found

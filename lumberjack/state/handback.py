@@ -16,6 +16,7 @@ from typing import Any
 
 from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
+from lumberjack.core.records import to_json
 from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError, SetupError
 from lumberjack.state import queue_commands
 from lumberjack.state.ledger import ExportRecord, Ledger
@@ -62,7 +63,7 @@ def _stop_pool(site: Site | None, record: ExportRecord, force: bool) -> dict[str
         layout = layout_of(record)
         if not _agent_there(site, layout):
             return {"stop": "nothing of the export at the site"}
-        return {"stop": site.agent(layout, "stop")}
+        return {"stop": to_json(site.agent(layout, "stop"))}
     except (LumberjackError, LinkLost) as exc:
         reason = _first_line(exc)
         if force:
@@ -128,9 +129,9 @@ def _remove_at_site(site: Site, record: ExportRecord, force: bool) -> dict[str, 
     result: dict[str, Any] = {}
     try:
         if _agent_there(site, layout):
-            result["stop"] = site.agent(layout, "stop")
+            result["stop"] = to_json(site.agent(layout, "stop"))
             crash_point("cleanup.after-stop")
-            result["remote"] = site.agent(layout, "remove")
+            result["remote"] = to_json(site.agent(layout, "remove"))
             crash_point("cleanup.after-remote")
         else:
             result["remote"] = {"removed": False, "reason": "nothing at the site"}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lumberjack.ap.export import JOB_ID
+from lumberjack.core.answers import Status
 from lumberjack.state.ledger import ExportRecord, Ledger
 
 
@@ -57,10 +58,10 @@ def _names(job: str, cluster: int | None, proc: int | None) -> bool:
     return int(job_cluster) == cluster and (proc is None or int(job_proc) == proc)
 
 
-def record_status(ledger: Ledger, name: str, answer: dict[str, Any]) -> None:
+def record_status(ledger: Ledger, name: str, answer: Status) -> None:
     """Keep the counts of the status just read from the site (what `status` without a
     name and `status JOBID` show, without asking the site again)."""
-    jobs = {state: n for state, n in answer.get("jobs", {}).items() if n}
+    jobs = {state: n for state, n in answer.jobs.items() if n}
     ledger.update_info(name, last_status={"time": time.time(), "jobs": jobs})
 
 

@@ -28,8 +28,10 @@ from typing import Any
 
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.job_channels import CHANNEL_ATTRS, channel_problem
+from lumberjack.core.answers import Accounting, LeaseStatus
 from lumberjack.core.contract import PLACEMENTS, ExportLayout
 from lumberjack.core.crashpoints import crash_point
+from lumberjack.core.records import to_json
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import ResourceRequest
@@ -177,7 +179,7 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         plan = pool_plan(request_of(record.info), site.profile, layout)
         site.put_launch_plan(layout, plan)
         crash_point("lease.after-dir")
-        answer = site.agent(layout, "lease-start")
+        answer = to_json(site.agent(layout, "lease-start"))
         crash_point("lease.before-ledger")
         return answer
 
@@ -190,27 +192,32 @@ def status(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
     """Pilots, startds and joined schedds from the site (when it runs there), and the
     exports the ledger says joined, each with its owner and accounting (jobs idle and
     running, the accountant's usage)."""
-    answer: dict[str, Any] = {}
+    answer: LeaseStatus | None = None
     if record.phase in (LeasePhase.CREATING, LeasePhase.ACTIVE):
         answer = site.agent(layout_of(record), "lease-status")
-    accounting = answer.pop("accounting", None)
-    return {**answer, "exports": _joined(ledger, record.name, accounting)}
+    if answer is None:
+        return {"exports": _joined(ledger, record.name)}
+    shown = to_json(answer)
+    del shown["accounting"]  # by export, below: only those the ledger knows
+    return {**shown, "exports": _joined(ledger, record.name, answer.accounting)}
 
 
 #: What the site reports per joined export (lease-status's "accounting"), all numbers.
 ACCOUNTING_KEYS = ("idle", "running", "usage_s", "weighted_usage_s", "slots_in_use")
 
 
-def _joined(ledger: Ledger, name: str, accounting: Any = None) -> list[dict[str, Any]]:
+def _joined(
+    ledger: Ledger, name: str, accounting: dict[str, Accounting] | None = None
+) -> list[dict[str, Any]]:
     """The ledger's exports of the lease; with the site's accounting, only numbers of
     exports the ledger knows (a site's answer is checked, not trusted)."""
-    per = accounting if isinstance(accounting, dict) else {}
+    per = accounting or {}
     exports = []
     for r in ledger.joined(name):
         entry: dict[str, Any] = {"name": r.name, "phase": r.phase.value, "owner": r.owner}
         site_entry = per.get(r.name)
-        if isinstance(site_entry, dict):
-            entry["accounting"] = {k: _count(site_entry.get(k)) for k in ACCOUNTING_KEYS}
+        if site_entry is not None:
+            entry["accounting"] = {k: _count(getattr(site_entry, k)) for k in ACCOUNTING_KEYS}
         exports.append(entry)
     return exports
 
@@ -227,7 +234,7 @@ def extend(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         ledger,
         lease_key(record.name),
         "extend",
-        lambda: site.agent(layout_of(record), "lease-extend"),
+        lambda: to_json(site.agent(layout_of(record), "lease-extend")),
     )
     ledger.update_lease_info(record.name, rounds=int(record.info.get("rounds", 1)) + 1)
     return result
@@ -255,8 +262,8 @@ def shutdown(
         result: dict[str, Any] = {}
         probe = site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False)
         if probe.exited == 0:
-            result["stop"] = site.agent(layout, "lease-stop")
-            result["remote"] = site.agent(layout, "remove")
+            result["stop"] = to_json(site.agent(layout, "lease-stop"))
+            result["remote"] = to_json(site.agent(layout, "remove"))
         else:
             result["remote"] = {"removed": False, "reason": "nothing at the site"}
         crash_point("lease.before-ended")
@@ -278,8 +285,8 @@ def sync_one(ledger: Ledger, site: Site, record: LeaseRecord) -> list[str]:
         return ["ended"]
     if record.phase != LeasePhase.ACTIVE:
         return []
-    answer = site.agent(layout_of(record), "lease-status")
-    if answer.get("pilots_alive") or still_needed_by(ledger, record.name):
+    answer: LeaseStatus = site.agent(layout_of(record), "lease-status")
+    if answer.pilots_alive or still_needed_by(ledger, record.name):
         return []
     shutdown(ledger, site, ledger.get_lease(record.name))
     return ["idle: ended"]

@@ -24,9 +24,11 @@ from lumberjack.ap import importer, matchmaking, site_logs
 from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.core import crashpoints
+from lumberjack.core.answers import Status
 from lumberjack.core.contract import QUEUE_LOG, ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
+from lumberjack.core.records import to_json
 from lumberjack.host.identity import acting_as, owner_of
 from lumberjack.profiles.sites import check_not_retired
 from lumberjack.state import phases, queue_commands
@@ -139,7 +141,7 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         plan = launch_plan(record, site.profile, layout)
         site.put_launch_plan(layout, plan)
         crash_point("launch.after-plan")
-        answer = site.agent(layout, "launch")
+        answer = to_json(site.agent(layout, "launch"))
         crash_point("launch.before-ledger")
         return answer
 
@@ -148,41 +150,43 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     return result
 
 
-def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
+def refresh_status(ledger: Ledger, site: Site, record: ExportRecord) -> Status:
     """Jobs by status and pilots, from the site, and the phase they mean recorded in the
     ledger: running once a job left idle there, finished when no job can run there
     again (over_at_site)."""
     check_phase(record, "status")
     layout = layout_of(record)
-    answer = site.statuses.pop(layout.root, None) or site.agent(layout, "status")
-    # Idle jobs no slot of the request could ever take (their ads may change at the site).
-    if "request" in record.info:
-        answer["never_match"] = matchmaking.never_match(
-            answer.get("idle_shapes"), site.profile, request_of(record.info)
-        )
-    if "error" not in answer:
-        record_status(ledger, record.name, answer)
+    answer: Status = site.statuses.pop(layout.root, None) or site.agent(layout, "status")
+    record_status(ledger, record.name, answer)
     phase = ledger.get(record.name).phase  # now, not when the command started
     ledger.move(record.name, "status", status_phase(phase, answer))
     return answer
 
 
-def status_phase(phase: Phase, answer: dict[str, Any]) -> Phase:
+def never_match(site: Site, record: ExportRecord, answer: Status) -> list[str]:
+    """Idle jobs no slot of the request could ever take (their ads may change at the
+    site): one line per shape."""
+    if "request" not in record.info:
+        return []
+    return matchmaking.never_match(answer.idle_shapes, site.profile, request_of(record.info))
+
+
+def status_phase(phase: Phase, answer: Status) -> Phase:
     """The phase a status answer from the site means for an export in `phase`."""
     possible = phases.ends("status", phase)
     if over_at_site(answer) and Phase.FINISHED in possible:
         return Phase.FINISHED
-    started = any(count for state, count in answer.get("jobs", {}).items() if state != "idle")
+    started = any(count for state, count in answer.jobs.items() if state != "idle")
     if started and Phase.RUNNING in possible:
         return Phase.RUNNING
     return phase
 
 
-def over_at_site(answer: dict[str, Any]) -> bool:
+def over_at_site(answer: Status) -> bool:
     """Whether no job of the export can run at the site again: each completed, removed,
     or held with nothing there that would release it ("final"; an agent shipped before
     that field says only "finished", every job completed or removed)."""
-    return bool(answer.get("final") or answer.get("finished"))
+    return answer.final or answer.finished
 
 
 def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
@@ -220,7 +224,7 @@ def fetch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
                                 ) from exc  # fmt: skip
         logs = site_logs.fetch(site.conn, layout.root, ledger.work_dir(record.name))
         crash_point("fetch.before-ledger")
-        return {"stop": stopped, "logs": logs, "received_files": report.sent_files,
+        return {"stop": to_json(stopped), "logs": logs, "received_files": report.sent_files,
                 "received_bytes": report.sent_bytes, "over_cap": report.over_cap,
                 "skipped": [{"name": repr(path), "reason": why}
                             for path, why in report.bad_entries]}  # fmt: skip

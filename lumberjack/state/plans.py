@@ -15,12 +15,11 @@ from lumberjack.core.contract import (
     ExportLayout,
     GpuPlan,
     LaunchPlan,
-    PilotRequest,
     ReleasePlan,
     release_paths,
 )
 from lumberjack.errors import BadInput
-from lumberjack.profiles.request import ResourceRequest, pilot_spec
+from lumberjack.profiles.request import ResourceRequest, pilot_request
 from lumberjack.profiles.sites import SiteProfile
 from lumberjack.site.batch import get_batch_system
 from lumberjack.site.remote_pool import pilot_script
@@ -58,10 +57,10 @@ def launch_plan(record: ExportRecord, profile: SiteProfile, layout: ExportLayout
 
 def pool_plan(request: ResourceRequest, profile: SiteProfile, layout: ExportLayout) -> LaunchPlan:
     """The plan of a remote pool and its pilots (an export's, or a lease's). The pilots'
-    names, commands and output directory are the agent's to give (see PilotSpec)."""
+    names, commands and output directory are the agent's to give (PilotSpec.of)."""
     check_runtime(profile)
     check_pilots(request, profile)
-    spec = pilot_request(request, profile, layout)
+    spec = pilot_request(request, profile)
     release = condor_release(profile, layout)
     queue = profile.queue(request.queue)
     plan = LaunchPlan(
@@ -86,20 +85,6 @@ def pool_plan(request: ResourceRequest, profile: SiteProfile, layout: ExportLayo
     return plan
 
 
-def pilot_request(
-    request: ResourceRequest, profile: SiteProfile, layout: ExportLayout
-) -> PilotRequest:
-    """The plan's pilot request; the agent adds each pilot's name and commands."""
-    return pilot_spec(
-        request,
-        profile,
-        name=f"lj-{layout.name}"[:63],
-        node_command=layout.node_script,
-        retire_command="true",
-        output_dir=layout.pilot_output,
-    ).request()
-
-
 #: The directory a shown script is rendered under when the site's base_dir holds
 #: variables ($HOME, $SCRATCH) only the site expands; shown as base_dir is written.
 _STAND_IN = "/lumberjack-base-dir"
@@ -117,7 +102,7 @@ def pilot_scripts(
     parent = posixpath.dirname(root)
     expanded = parent.startswith("/") and "$" not in parent
     layout = ExportLayout(root if expanded else posixpath.join(_STAND_IN, posixpath.basename(root)))
-    spec = pilot_request(request, profile, layout)
+    spec = pilot_request(request, profile)
     batch = get_batch_system(profile.batch_system)
     shown = []
     for number in range(1, request.pilots + 1):

@@ -22,11 +22,13 @@ from typing import Any
 
 from lumberjack.ap import home_queue
 from lumberjack.ap.schedd import old_syntax_texts
-from lumberjack.core.contract import QueueActions, to_json
+from lumberjack.core.answers import Acted, Status
+from lumberjack.core.contract import QueueActions, encode
 from lumberjack.core.jobstatus import JobStatus, status_of
 from lumberjack.errors import LumberjackError
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.steps import Site, layout_of, run_step
+from lumberjack.transport.recording import record as record_message
 
 MEMORY = "queue-commands.json"
 EXTERNAL = '"External"'
@@ -71,8 +73,9 @@ def _save(ledger: Ledger, name: str, memory: home_queue.Forwarded) -> None:
     temporary.replace(path)
 
 
-def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> dict[str, Any]:
-    """This round's commands of the local queue, taken at the site (see the module)."""
+def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> Acted | None:
+    """This round's commands of the local queue, taken at the site (see the module);
+    None when there were none."""
     jobs = {
         job: texts
         for job, texts in local_jobs(schedd, record).items()
@@ -84,11 +87,12 @@ def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> di
         schedd.hold([job], reason)
     if not plan.actions:
         _save(ledger, record.name, memory)  # the baseline of edits, from the first round
-        return {}
+        return None
     layout = layout_of(record)
 
-    def act() -> dict[str, Any]:
-        text = to_json(QueueActions(tuple(plan.actions)))
+    def act() -> Acted:
+        text = encode(QueueActions(tuple(plan.actions)))
+        record_message("queue-actions.json", text)
         site.conn.put_bytes(text.encode(), layout.queue_actions, 0o600)
         return site.agent(layout, "act")
 
@@ -100,12 +104,12 @@ def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> di
 SHOWN = ["JobStatus", *home_queue.SHOWN_ATTRS]
 
 
-def show(schedd: Any, record: ExportRecord, answer: dict[str, Any]) -> int:
+def show(schedd: Any, record: ExportRecord, answer: Status) -> int:
     """Set what condor_q shows on the export's local jobs from a status answer; how
     many attribute edits that took (0 from an agent that reports no remote jobs)."""
-    remote = answer.get("remote_jobs")
-    if not isinstance(remote, dict):
+    if not answer.remote_jobs:
         return 0
+    remote = {job: entry.texts() for job, entry in answer.remote_jobs.items()}
     jobs = {
         job: texts
         for job, texts in local_jobs(schedd, record, SHOWN).items()

@@ -15,12 +15,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.core import crashpoints
-from lumberjack.core.contract import ExportLayout, LaunchPlan, lease_dir_name, to_json
+from lumberjack.core.answers import Answer, Failed, Status, Statuses, read_answer
+from lumberjack.core.contract import ExportLayout, LaunchPlan, encode, lease_dir_name
+from lumberjack.core.records import ContractError, decode, to_json
 from lumberjack.core.setup_failures import is_setup_failure
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError, SetupError
 from lumberjack.profiles.sites import SiteProfile, find_profile
 from lumberjack.state import phases
 from lumberjack.state.ledger import ExportRecord, Ledger
+from lumberjack.transport.recording import record as record_message
 
 if TYPE_CHECKING:
     from lumberjack.transport import Progress
@@ -44,7 +47,7 @@ class Site:
         self._failed: LumberjackError | None = None
         #: export directory -> the agent's status answer, asked for many at once by
         #: `sync` (`prefetch_status`); each is used once, by `refresh_status`.
-        self.statuses: dict[str, dict[str, Any]] = {}
+        self.statuses: dict[str, Status] = {}
 
     @property
     def conn(self) -> Any:
@@ -94,24 +97,33 @@ class Site:
     def put_launch_plan(self, layout: ExportLayout, plan: LaunchPlan) -> None:
         """launch.json: the plan the agent starts a pool and its pilots by, readable by
         the site account only."""
-        self.conn.put_bytes(to_json(plan).encode(), layout.launch_plan, 0o600)
+        text = encode(plan)
+        record_message("launch.json", text)
+        self.conn.put_bytes(text.encode(), layout.launch_plan, 0o600)
 
-    def agent(self, layout: ExportLayout, command: str) -> dict[str, Any]:
-        """Run the site agent; its JSON answer, or RemoteError with its one-line reason
-        (SetupError when that reason is a setup mistake: retrying cannot help)."""
+    def agent(self, layout: ExportLayout, command: str) -> Any:
+        """Run the site agent; its answer (core/answers.ANSWERS[command]), decoded
+        strictly, or RemoteError with its one-line reason (SetupError when that reason is
+        a setup mistake: retrying cannot help; ContractError, a RemoteError too, when the
+        answer is not of its type)."""
         line = f"python3 {shlex.quote(layout.agent)} {command} {shlex.quote(layout.root)}"
         point = crashpoints.armed()
         if point:  # the agent's own crash points (tests): the same variable, over SSH
             line = f"{crashpoints.ENV}={shlex.quote(point)} {line}"
         result = self.conn.run(line, check=False)
-        try:
-            answer = json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        lines = result.stdout.strip().splitlines()
+        if not lines or not lines[-1].startswith("{"):
             detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RemoteError(f"site agent {command} failed: {detail}") from None
-        if "error" in answer:
-            kind = SetupError if is_setup_failure(answer["error"]) else RemoteError
-            raise kind(f"site agent {command}: {answer['error']}")
+            raise RemoteError(f"site agent {command} failed: {detail}")
+        text = lines[-1]
+        record_message(command, text)
+        try:
+            answer: Answer = read_answer(command, text, f"site agent {command} answer")
+        except ContractError as exc:  # a site's word, refused whole: one line, nothing used
+            raise RemoteError(str(exc)) from None
+        if isinstance(answer, Failed):
+            kind = SetupError if is_setup_failure(answer.error) else RemoteError
+            raise kind(f"site agent {command}: {answer.error}")
         return answer
 
     def prefetch_status(self, layouts: list[ExportLayout]) -> None:
@@ -126,15 +138,13 @@ class Site:
         line = shlex.join(["python3", layouts[0].agent, "status", *roots])
         try:
             result = self.conn.run(line, check=False)
-            answer = json.loads(result.stdout.strip().splitlines()[-1])["status"]
-        except (LumberjackError, ValueError, IndexError, KeyError, TypeError):
+            text = result.stdout.strip().splitlines()[-1]
+            record_message("status-many", text)
+            answer = decode(Statuses, text, "site agent status answer")
+        except (LumberjackError, ValueError, IndexError):  # ContractError is a ValueError
             return
-        if isinstance(answer, dict):
-            self.statuses.update(
-                (root, answer[root])
-                for root in roots
-                if isinstance(answer.get(root), dict) and "error" not in answer[root]
-            )
+        self.statuses.update((root, answer.answers[root]) for root in roots
+                             if root in answer.answers)  # fmt: skip
 
 
 def site_for(record: ExportRecord, *, progress: Progress | None = None, hold: bool = True) -> Site:
@@ -177,5 +187,5 @@ def run_step(ledger: Ledger, name: str, step: str, action: Callable[[], dict]) -
     except Exception as exc:
         ledger.step(name, step, "failed", str(exc))
         raise
-    ledger.step(name, step, "done", json.dumps(result, default=str)[:2000])
+    ledger.step(name, step, "done", json.dumps(to_json(result), default=str)[:2000])
     return result

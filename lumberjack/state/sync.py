@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from lumberjack.core.answers import Status
 from lumberjack.core.contract import ALIVE
 from lumberjack.errors import LumberjackError
 from lumberjack.state import leases, phases, queue_commands
@@ -40,7 +41,7 @@ def advance(ledger: Ledger, site: Site, schedd: Any, name: str) -> list[str]:
             _show_at_home(ledger, schedd, record, answer, done)
             if over_at_site(answer):  # held jobs too: fetch cancels the pilots
                 continue
-            if not _pilots_alive(answer) and answer["jobs"].get("idle"):
+            if not _pilots_alive(answer) and answer.jobs.get("idle"):
                 relaunch(ledger, site, ledger.get(name))  # the last pilots ended: more
                 done.append("launch")
             return done
@@ -68,14 +69,14 @@ def _queue_commands(
     except LumberjackError as exc:
         done.append(f"queue commands: {exc}")
         return
-    if answer:
+    if answer is not None:
         done.append("queue commands: " + ", ".join(
-            f"{a['action']} {a['job']} ({a['result']})" for a in answer.get("actions", [])
+            f"{a.action} {a.job} ({a.result})" for a in answer.actions
         ))  # fmt: skip
 
 
 def _show_at_home(
-    ledger: Ledger, schedd: Any, record: ExportRecord, answer: dict[str, Any], done: list[str]
+    ledger: Ledger, schedd: Any, record: ExportRecord, answer: Status, done: list[str]
 ) -> None:
     """condor_q's view of the jobs at home, from the status answer (docs/condor-q.md)."""
     try:
@@ -98,8 +99,8 @@ def relaunch(ledger: Ledger, site: Site, record: ExportRecord) -> None:
     launch(ledger, site, record)
 
 
-def _pilots_alive(answer: dict[str, Any]) -> bool:
-    return any(state in ALIVE for state in answer["pilots"].values())
+def _pilots_alive(answer: Status) -> bool:
+    return any(state in ALIVE for state in answer.pilots.values())
 
 
 def sync(

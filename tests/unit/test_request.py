@@ -24,13 +24,13 @@ from lumberjack.profiles.request import (
     JobRuntime,
     ResourceRequest,
     build_request,
-    pilot_spec,
+    pilot_request,
     report_dict,
     report_lines,
     retire_before_end_s,
 )
 from lumberjack.profiles.sites import find_profile, list_profiles
-from lumberjack.site.batch import get_batch_system
+from lumberjack.site.batch import PilotSpec, get_batch_system
 
 
 @pytest.fixture(autouse=True)
@@ -363,14 +363,12 @@ def test_report_dict(perlmutter):
 def test_every_shipped_profile_renders_a_valid_pilot(tmp_path):
     for profile in list_profiles():
         request = build_request(profile, allocation="proj1")
-        spec = pilot_spec(
-            request,
-            profile,
+        spec = PilotSpec.of(
+            pilot_request(request, profile, env={"LJ_EXPORT": "calib"}),
             name=f"lj-{profile.name}-p0",
             node_command="run-startd",
             retire_command="retire-startds",
             output_dir="/site/lumberjack/logs",
-            env={"LJ_EXPORT": "calib"},
         )
         assert spec.nodes == request.nodes_per_pilot
         assert spec.queue == profile.default_queue.batch_queue

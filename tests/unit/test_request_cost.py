@@ -13,7 +13,7 @@ import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli
 import lumberjack.cli.lease_cmd  # noqa: F401
 import lumberjack.cli.sites_cmd  # noqa: F401
 from lumberjack.cli import cli
-from lumberjack.core.contract import ExportLayout, LaunchPlan, from_json, to_json
+from lumberjack.core.contract import ExportLayout, LaunchPlan, decode, encode
 from lumberjack.errors import BadInput
 from lumberjack.profiles.request import build_request, report_dict, report_lines
 from lumberjack.profiles.sites import find_profile
@@ -204,7 +204,7 @@ def test_shown_script_is_byte_for_byte_what_the_agent_renders():
     shown = plans.pilot_scripts(request, testbed, layout.root)
     # What the agent does: launch.json written at home, read at the site, one script per
     # pilot from the plan's request (site/pools/pool.py submit_pilots).
-    plan = from_json(LaunchPlan, to_json(plans.pool_plan(request, testbed, layout)), "launch.json")
+    plan = decode(LaunchPlan, encode(plans.pool_plan(request, testbed, layout)), "launch.json")
     batch = get_batch_system(plan.batch_system)
     agent = [pilot_script(plan.spec, layout, batch, number) for number in (1, 2, 3)]
     assert [(item["name"], item["script"]) for item in shown] == agent

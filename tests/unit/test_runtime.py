@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import load_fixture_module
 
+from lumberjack.core.answers import PoolStarted
 from lumberjack.core.contract import ExportLayout, ReleasePlan
 from lumberjack.site import remote_pool
 from lumberjack.site import runtime as runtime_module
@@ -328,11 +329,11 @@ def test_no_container_pool_starts_and_stops_by_its_pid(tmp_path: Path) -> None:
     plan = site_bundle.launch_plan(runtime="none", image="", condor_release=shipped)
     login = Pool(pool.layout, plan, LoginNode, Own)
     answer = login.start_pool(pool)
-    assert answer == {"started": True, "collector": "10.0.0.5:40123"}
+    assert answer == PoolStarted(True, collector="10.0.0.5:40123")
     pid = int(Path(pool.layout.master_pid).read_text())
     assert pool_processes(pool.layout, "condor_master") == [pid]
     assert login.instance_running()
-    assert login.start_pool(pool)["reason"] == "already running"
+    assert login.start_pool(pool).reason == "already running"
     login.stop_pool()
     login.wait_gone(None)
     assert not login.instance_running()

@@ -93,7 +93,7 @@ def make_export(root: Path) -> Path:
 def test_held_job_gets_every_log_and_a_completed_one_its_start_lines(tmp_path: Path) -> None:
     root = make_export(tmp_path / "calib")
     answer = gather(str(root), site_bundle.launch_plan())
-    assert (answer["pilot_files"], answer["jobs"], answer["left_out"]) == (1, 3, 0)
+    assert (answer.pilot_files, answer.jobs, answer.left_out) == (1, 3, 0)
     logs = root / gather_logs.LOGS_DIR
     held = (logs / "jobs" / "9.1.log").read_text()
     lines = held.splitlines()
@@ -120,7 +120,7 @@ def test_held_job_gets_every_log_and_a_completed_one_its_start_lines(tmp_path: P
         logs / "pilots" / "lj-calib-1-1.out"
     ).read_text() == "pilot: starting?]0;title? 1 startd\n"
     again = gather(str(root), None)  # stop again: the same files, afresh
-    assert again["jobs"] == 3 and (logs / "jobs" / "9.1.log").read_text() == held
+    assert again.jobs == 3 and (logs / "jobs" / "9.1.log").read_text() == held
 
 
 def test_huge_logs_give_bounded_excerpts_and_the_budget_takes_held_jobs_first(
@@ -137,17 +137,17 @@ def test_huge_logs_give_bounded_excerpts_and_the_budget_takes_held_jobs_first(
     assert "going into Hold state" in held and "line 19999" in held
     assert "lines cut ...]" in held
     assert (logs / "pilots" / "lj-calib-1-1.out").stat().st_size <= FILE_MAX
-    assert answer["bytes"] <= gather_logs.TOTAL_MAX
+    assert answer.bytes <= gather_logs.TOTAL_MAX
     monkeypatch.setattr(gather_logs, "TOTAL_MAX", len(held.encode()))
     answer = gather(str(root), None)
-    assert (answer["jobs"], answer["left_out"], answer["pilot_files"]) == (1, 2, 0)
+    assert (answer.jobs, answer.left_out, answer.pilot_files) == (1, 2, 0)
     assert os.listdir(logs / "jobs") == ["9.1.log"]
 
 
 def test_a_joined_export_gathers_only_its_own_schedds_logs(tmp_path: Path) -> None:
     root = make_export(tmp_path / "calib")
     answer = gather(str(root), site_bundle.launch_plan(lease="/site/lease-x"))
-    assert answer["pilot_files"] == 0
+    assert answer.pilot_files == 0
     held = (root / gather_logs.LOGS_DIR / "jobs" / "9.1.log").read_text()
     assert "== ShadowLog ==" in held and "== StartLog ==" not in held
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lumberjack.core import jobqueuelog as jql
-from lumberjack.core.contract import ContractError, JobAction, QueueActions, from_json, to_json
+from lumberjack.core.contract import ContractError, JobAction, QueueActions, decode, encode
 from lumberjack.core.jobstatus import JobStatus
 from lumberjack.site import queue_commands as qc
 from lumberjack.site.files import AgentError
@@ -43,7 +43,7 @@ def test_act_runs_what_is_needed_and_reports_each(tmp_path: Path) -> None:
     path = tmp_path / "queue-actions.json"
     actions = (JobAction("1.0", "remove", "r"), JobAction("1.1", "hold", "h"),
                JobAction("1.2", "release"), JobAction("1.3", "edit", edits={"A": "1"}))  # fmt: skip
-    path.write_text(to_json(QueueActions(actions)))
+    path.write_text(encode(QueueActions(actions)))
     ran: list[tuple[str, ...]] = []
 
     def run(*command: str) -> str:
@@ -54,7 +54,7 @@ def test_act_runs_what_is_needed_and_reports_each(tmp_path: Path) -> None:
 
     ads = queue(**{"1_0": 2, "1_1": 5, "1_2": 5, "1_3": 1})
     answer = qc.act(str(path), ads, run, schedd_running=True)
-    assert [a["result"] for a in answer["actions"]] == [
+    assert [a.result for a in answer.actions] == [
         "done", "nothing to do", "done", "refused: condor_qedit failed: no such job"]  # fmt: skip
     assert [c[0] for c in ran] == ["condor_rm", "condor_release", "condor_qedit"]
     with pytest.raises(AgentError, match="not running"):
@@ -64,7 +64,7 @@ def test_act_runs_what_is_needed_and_reports_each(tmp_path: Path) -> None:
 def test_the_status_answer_carries_jobs_that_left_idle_only() -> None:
     ads = queue(**{"1_0": 1, "1_1": 5, "1_2": 2})
     ads["1.2"].set("RemoteHost", '"slot1@c1"')
-    assert qc.remote_jobs(ads) == {
+    assert {job: entry.texts() for job, entry in qc.remote_jobs(ads).items()} == {
         "1.1": {"JobStatus": 5, "HoldReason": '"at home"'},
         "1.2": {"JobStatus": 2, "RemoteHost": '"slot1@c1"'},
     }
@@ -84,5 +84,5 @@ def test_the_status_answer_carries_jobs_that_left_idle_only() -> None:
 def test_a_hostile_or_broken_actions_file_is_one_line_of_error(action: dict) -> None:
     text = '{"version": 1, "actions": [' + str(action).replace("'", '"') + "]}"
     with pytest.raises(ContractError) as caught:
-        from_json(QueueActions, text.replace("\n", "\\n"), "queue-actions.json")
+        decode(QueueActions, text.replace("\n", "\\n"), "queue-actions.json")
     assert "\n" not in str(caught.value)

@@ -577,15 +577,15 @@ def test_aurora_jobs_name_their_filesystems_project_and_modules():
 
 
 def test_stampede3_pilots_ask_for_no_memory():
-    from lumberjack.profiles.request import build_request, pilot_spec
-    from lumberjack.site.batch import get_batch_system
+    from lumberjack.profiles.request import build_request, pilot_request
+    from lumberjack.site.batch import PilotSpec, get_batch_system
 
     scripts = {}
     for name in ("stampede3", "frontier"):
         profile = find_profile(name)
-        spec = pilot_spec(
-            build_request(profile, allocation="proj1"), profile, name="lj-p0",
-            node_command="run-startd", retire_command="retire", output_dir="/o", env={},
+        spec = PilotSpec.of(
+            pilot_request(build_request(profile, allocation="proj1"), profile),
+            name="lj-p0", node_command="run-startd", retire_command="retire", output_dir="/o",
         )  # fmt: skip
         scripts[name] = get_batch_system(profile.batch_system).render_pilot_script(spec)
     assert "#SBATCH --exclusive" in scripts["stampede3"]

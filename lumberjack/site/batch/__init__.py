@@ -16,13 +16,14 @@ from __future__ import annotations
 from lumberjack.site.batch.base import BatchError, BatchSystem
 from lumberjack.site.batch.cobalt import Cobalt
 from lumberjack.site.batch.pbs import Pbs
-from lumberjack.site.batch.pilot import PilotSpec, PilotState, PilotStatus
+from lumberjack.site.batch.pilot import PilotRequest, PilotSpec, PilotState, PilotStatus
 from lumberjack.site.batch.slurm import Slurm
 
 __all__ = [
     "SYSTEMS",
     "BatchError",
     "BatchSystem",
+    "PilotRequest",
     "PilotSpec",
     "PilotState",
     "PilotStatus",

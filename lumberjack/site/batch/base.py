@@ -94,7 +94,6 @@ class BatchSystem(abc.ABC):
                 f"{self.NAME} pilots launch with {' or '.join(self.LAUNCHERS)}, "
                 f"not {spec.launcher!r}"
             )
-        spec.validate()
         environment = [f"export {key}={shlex.quote(spec.env[key])}" for key in sorted(spec.env)]
         setup = []
         if spec.setup_lines:

@@ -21,8 +21,16 @@ import shlex
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from lumberjack.core.answers import (
+    Acted,
+    LeaseExtended,
+    LeaseStatus,
+    PilotsSubmitted,
+    PoolStarted,
+    Status,
+    Stopped,
+)
 from lumberjack.core.contract import ALIVE, ExportLayout, PilotState
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site import gather_logs, queue_commands
@@ -109,16 +117,16 @@ class InAllocation(Placement):
 
     def start(
         self, settings: PoolSettings, config: str | None = None, ready: Path | None = None
-    ) -> dict[str, Any]:
+    ) -> PoolStarted:
         """Nothing starts here: the head of the next pilot starts the pool."""
-        return {"started": False, "placement": "allocation"}
+        return PoolStarted(False, placement="allocation")
 
     def waiting(self, layout: ExportLayout) -> Waiting:
         return lambda: resumable(job_counts(layout))
 
     def submit_round(
         self, settings: PoolSettings, waiting: Waiting, queues: Queues
-    ) -> dict[str, Any]:
+    ) -> PilotsSubmitted:
         """A round when none is alive (one at a time holds the pool). The jobs a dead
         round's schedds left running get their job lease expired first, so each schedd
         the new head starts makes them idle at once instead of reconnecting for long."""
@@ -128,9 +136,7 @@ class InAllocation(Placement):
                 expire_leases(queue)
         return pool.submit_pilots(settings, waiting=waiting)
 
-    def status(
-        self, known: dict[str, PilotState] | None, masters: set[str] | None
-    ) -> dict[str, Any]:
+    def status(self, known: dict[str, PilotState] | None, masters: set[str] | None) -> Status:
         """The log's jobs (a dead allocation's "running" ones are idle again) and the
         pilots: while one lives it holds the pool; `known` and `masters` are not needed."""
         pool = self.pool
@@ -148,50 +154,45 @@ class InAllocation(Placement):
             # its allocation; the next one starts those jobs again.
             interrupted = counts.pop("running")
             counts["idle"] = counts.get("idle", 0) + interrupted
-        return {
-            "jobs": counts,
-            "total": sum(counts.values()),
-            "finished": all_finished(counts),
+        return Status(
+            jobs=counts, total=sum(counts.values()), finished=all_finished(counts),
             **held_report(ads, pool.release_window_s(), time.time()),
-            "pool_running": held,
-            "placement": "allocation",
-            "interrupted": interrupted,
-            "placed": placed(self.layout),
-            "pilots": pilots,
-            "remote_jobs": queue_commands.remote_jobs(ads),
-        }
+            pool_running=held, placement="allocation", interrupted=interrupted,
+            placed=placed(self.layout), pilots=pilots,
+            remote_jobs=queue_commands.remote_jobs(ads),
+        )  # fmt: skip
 
-    def act(self) -> dict[str, Any]:
+    def act(self) -> Acted:
         """The schedd runs on a compute node, out of the login node's reach."""
         raise AgentError(
             "the local queue's commands reach a schedd on the login node only "
             "(this export's runs in the allocation); they take effect at import"
         )
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         """Cancel the pilots and wait until the batch system reports them gone: then no
         schedd holds the spool (its log final) and it can be copied."""
         pool = self.pool
         cancelled = pool.cancel_pilots()
         pool.wait_pilots_gone("the spool is not final yet")
-        return {"stopped_schedd": bool(cancelled), "cancelled_pilots": cancelled,
-                "logs": gather_logs.gather_safely(self.layout.root, pool.plan)}  # fmt: skip
+        return Stopped(bool(cancelled), cancelled,
+                       gather_logs.gather_safely(self.layout.root, pool.plan))  # fmt: skip
 
     # ---- a lease's central manager on the head of each round -------------------------
 
-    def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
+    def start_central_manager(self, settings: PoolSettings) -> PoolStarted:
         """Nothing starts here: the directory exports join through is made, and the
         lease's signing key (an export that joins before the first round starts gets its
         schedd's token of it at once)."""
         Path(self.layout.joined).mkdir(mode=0o700, exist_ok=True)
         make_local_dirs(self.layout, "log", "execute")
         make_signing_key(Path(self.layout.pool_local, "passwords.d", "POOL"))
-        return {"started": False, "placement": "allocation"}
+        return PoolStarted(False, placement="allocation")
 
     def stop_central_manager(self) -> None:
         """The heads ended with their pilots: nothing runs on the login node."""
 
-    def extend(self) -> dict[str, Any]:
+    def extend(self) -> LeaseExtended:
         """The next round, once the current one is gone (two heads would run two
         schedds on one queue)."""
         pool = self.pool
@@ -201,9 +202,9 @@ class InAllocation(Placement):
                 f"pilot {', '.join(alive)} of {self.layout.name} still holds its pool "
                 '(placement "allocation": one round at a time); extend once it has ended'
             )
-        return {"pilots": pool.role.submit_round(pool.settings())}
+        return LeaseExtended(pool.role.submit_round(pool.settings()))
 
-    def lease_status(self) -> dict[str, Any]:
+    def lease_status(self) -> LeaseStatus:
         """Pilots, the collector the running round's head announced, the exports joined."""
         try:
             states = self.pool.pilot_states()
@@ -214,13 +215,12 @@ class InAllocation(Placement):
         pilots = {k: str(v) for k, v in states.items()} if not error else {"error": error}
         holding = [job for job, state in states.items() if state in HOLDING]
         owner, collector = head_announced(self.layout)
-        answer: dict[str, Any] = {
-            "placement": "allocation", "pilots": pilots, "startds": [], "schedds": [],
-            "pilots_alive": bool(error) or any(s in ALIVE for s in states.values()),
-            "pool_running": owner in holding, "collector": collector if owner in holding else "",
-            "joined": self.joined_states(),
-        }  # fmt: skip
-        return answer
+        return LeaseStatus(
+            placement="allocation", pilots=pilots,
+            pilots_alive=bool(error) or any(s in ALIVE for s in states.values()),
+            pool_running=owner in holding, collector=collector if owner in holding else "",
+            joined=self.joined_states(),
+        )  # fmt: skip
 
     def joined_states(self) -> dict[str, str]:
         """Each export that joined: "joined", "leaving" (release asked) or "released"."""
@@ -243,7 +243,9 @@ class InAllocation(Placement):
         head's."""
         return self.settings()
 
-    def join(self, lease: Pool, lease_settings: PoolSettings) -> dict[str, Any]:
+    def join(
+        self, lease: Pool, lease_settings: PoolSettings
+    ) -> tuple[PoolStarted, PilotsSubmitted]:
         """Config, start script and join request in place for the lease's heads; a round
         of the lease's pilots when none is alive and jobs wait."""
         role, layout = self.pool.role, self.layout
@@ -259,9 +261,9 @@ class InAllocation(Placement):
         make_private(layout.root)
         write_whole(role.request(), layout.root + "\n")
         pilots = lease.role.submit_round(lease_settings, waiting=self.waiting(layout))
-        return {"pool": {"started": False, "placement": "allocation"}, "pilots": pilots}
+        return PoolStarted(False, placement="allocation"), pilots
 
-    def leave(self) -> dict[str, Any]:
+    def leave(self) -> Stopped:
         """Ask the head to stop the schedd; wait for its acknowledgement while a round
         runs (a round that starts later never starts a released schedd)."""
         released = False
@@ -270,8 +272,7 @@ class InAllocation(Placement):
             crash_point("joined.after-release-request")
             released = self.wait_released()
         self.pool.role.forget_negotiator_token()
-        return {"stopped_schedd": released, "cancelled_pilots": [],
-                "logs": gather_logs.gather_safely(self.layout.root, self.pool.plan)}  # fmt: skip
+        return Stopped(released, [], gather_logs.gather_safely(self.layout.root, self.pool.plan))
 
     def wait_released(self) -> bool:
         """True once the head acknowledged; False when no round runs (nothing to stop)."""

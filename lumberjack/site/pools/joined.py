@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
 
+from lumberjack.core.answers import Launched, Stopped
 from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site import pilot_token
@@ -70,7 +70,7 @@ class Joined(Role):
         """The export's join request in the lease's `joined/` (placement "allocation")."""
         return Path(self.pilot_holder.joined, self.layout.name)
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         """Place the queue and start (or have the lease's head start) only a schedd
         reporting to the lease's collector; a round of the lease's pilots when none is
         alive and jobs wait."""
@@ -83,8 +83,8 @@ class Joined(Role):
         settings = pool.placement.joined_settings(lease_settings)
         placed = place_queue(self.layout, settings.site_user, settings.trust_domain)
         crash_point("joined.after-place")
-        answer = pool.placement.join(lease, lease_settings)
-        return {"place": placed, **answer, "lease": lease.layout.name}
+        started, pilots = pool.placement.join(lease, lease_settings)
+        return Launched(placed, started, pilots, lease=lease.layout.name)
 
     def advertise_token(self, lease: Pool, lease_settings: PoolSettings) -> None:
         """The export's own signing key, and its schedd's token of the lease's key (to
@@ -116,7 +116,7 @@ class Joined(Role):
         tokens = Path(self.pilot_holder.pool_local, "tokens.d")
         return tokens / negotiator_token_name(self.layout.name)
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         """Stop the schedd (or have the lease's head stop it); the lease's negotiator's
         token of this export is taken back either way."""
         return self.pool.placement.leave()

@@ -11,8 +11,17 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
+from lumberjack.core.answers import (
+    Accounting,
+    Ad,
+    LeaseExtended,
+    LeaseStarted,
+    LeaseStatus,
+    LeaseStopped,
+    PilotsSubmitted,
+)
 from lumberjack.core.contract import ExportLayout, PilotState
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site.files import make_private
@@ -43,7 +52,7 @@ class Lease(Role):
 
     PLAN_HINT = "run `lease create` again"
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> LeaseStarted:
         """Collector + negotiator on the login node and the first round of pilots; again:
         starts what is not running, submits pilots only when none is alive."""
         pool = self.pool
@@ -54,11 +63,11 @@ class Lease(Role):
         make_private(self.layout.root)
         crash_point("lease.after-pool")
         pilots = self.submit_round(settings)
-        return {"pool": started, "pilots": pilots}
+        return LeaseStarted(started, pilots)
 
     def submit_round(
         self, settings: PoolSettings, waiting: Callable[[], int] = lambda: 1
-    ) -> dict[str, Any]:
+    ) -> PilotsSubmitted:
         """A round of pilots unless one is queued or running (`waiting`: the idle jobs);
         the queues they serve are the joined exports'."""
         return self.pool.placement.submit_round(settings, waiting, self.members)
@@ -73,12 +82,12 @@ class Lease(Role):
             found.append(ExportLayout(request.read_text().strip()))
         return found
 
-    def extend(self) -> dict[str, Any]:
+    def extend(self) -> LeaseExtended:
         """The next round of pilots (launch.json's count)."""
         self.pool.need_plan()
         return self.pool.placement.extend()
 
-    def lease_status(self) -> dict[str, Any]:
+    def lease_status(self) -> LeaseStatus:
         self.pool.need_plan()
         return self.pool.placement.lease_status()
 
@@ -90,33 +99,33 @@ class Lease(Role):
         ready = str(Path(self.layout.pool_local, LEASE_READY))
         return {"ready": ready, "joined_dir": self.layout.joined}
 
-    def collector_ads(self) -> dict[str, Any]:
+    def collector_ads(self) -> tuple[list[Ad], list[Ad], dict[str, Accounting]]:
         """The slots, the joined schedds and their accounting, from the lease's collector."""
         # Slot ads (condor_status's default): -startd lists the startd daemons' own.
-        schedds = self.ads("-schedd", "name", "idle", "running")
-        return {"startds": self.ads(None, "name", "state", "activity"), "schedds": schedds,
-                "accounting": self.accounting(schedds)}  # fmt: skip
+        startds = [Ad(**ad) for ad in self.ads(None, "name", "state", "activity")]
+        schedds = [Ad(**ad) for ad in self.ads("-schedd", "name", "idle", "running")]
+        return startds, schedds, self.accounting(schedds)
 
-    def accounting(self, schedds: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    def accounting(self, schedds: list[Ad]) -> dict[str, Accounting]:
         """Per joined export (its schedd `X@lumberjack-X`, its submitter
         `<site account>@lumberjack-X`): its jobs idle and running as its schedd
         advertises them, and the lease's accountant's usage (slot-seconds, and weighted
         by cores) and slots in use, which stay after the export came home (the
         negotiator's, through condor_userprio)."""
-        per: dict[str, dict[str, Any]] = {}
+        per: dict[str, dict[str, float]] = {}
         for ad in schedds:
-            export = export_of(ad["name"])
+            export = export_of(ad.name)
             if export:
-                jobs = {k: _number(ad[k]) for k in ("idle", "running")}
+                jobs = {"idle": _number(ad.idle), "running": _number(ad.running)}
                 per.setdefault(export, _no_usage()).update(jobs)
-        for ad in self.usage():
-            export = export_of(ad["name"])
+        for usage in self.usage():
+            export = export_of(usage["name"])
             if export:
                 entry = per.setdefault(export, {"idle": 0, "running": 0, **_no_usage()})
-                entry["usage_s"] += _number(ad["usage"])
-                entry["weighted_usage_s"] += _number(ad["weighted"])
-                entry["slots_in_use"] += _number(ad["in_use"])
-        return per
+                entry["usage_s"] += _number(usage["usage"])
+                entry["weighted_usage_s"] += _number(usage["weighted"])
+                entry["slots_in_use"] += _number(usage["in_use"])
+        return {export: Accounting(**entry) for export, entry in per.items()}
 
     def usage(self) -> list[dict[str, str]]:
         """The accountant's record of every submitter and group, from the negotiator
@@ -138,7 +147,7 @@ class Lease(Role):
         out = self.pool.in_pool("condor_status", *words, "-af", *(_AD_ATTRS[key] for key in keys))
         return [dict(zip(keys, line.split() + [""] * len(keys))) for line in out.splitlines()]
 
-    def lease_stop(self) -> dict[str, Any]:
+    def lease_stop(self) -> LeaseStopped:
         """Cancel the pilots and wait until the batch system reports them gone, then stop
         the pool: nothing of the lease runs at the site afterwards."""
         pool = self.pool
@@ -147,7 +156,7 @@ class Lease(Role):
         pool.wait_pilots_gone("the lease's pool keeps running")
         crash_point("lease.after-pilots-gone")
         pool.placement.stop_central_manager()
-        return {"cancelled_pilots": cancelled, "pool_stopped": True}
+        return LeaseStopped(cancelled, pool_stopped=True)
 
 
 def export_of(name: str) -> str:
@@ -165,7 +174,7 @@ def _number(text: str) -> float:
     return int(value) if value.is_integer() else round(value, 1)
 
 
-def _no_usage() -> dict[str, Any]:
+def _no_usage() -> dict[str, float]:
     return {"usage_s": 0, "weighted_usage_s": 0, "slots_in_use": 0}
 
 

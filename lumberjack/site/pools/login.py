@@ -10,8 +10,16 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from lumberjack.core.answers import (
+    Acted,
+    LeaseExtended,
+    LeaseStatus,
+    PilotsSubmitted,
+    PoolStarted,
+    Status,
+    Stopped,
+)
 from lumberjack.core.contract import ALIVE, ExportLayout, PilotState
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site import gather_logs, pilot_token, queue_commands, remote_pool
@@ -49,14 +57,12 @@ class LoginNode(Placement):
 
     def start(
         self, settings: PoolSettings, config: str | None = None, ready: Path | None = None
-    ) -> dict[str, Any]:
+    ) -> PoolStarted:
         answer = self.pool.start_pool(settings, config=config, ready=ready)
         make_private(self.layout.root)  # the daemons' first files (logs, certificates, addresses)
         return answer
 
-    def status(
-        self, known: dict[str, PilotState] | None, masters: set[str] | None
-    ) -> dict[str, Any]:
+    def status(self, known: dict[str, PilotState] | None, masters: set[str] | None) -> Status:
         """The schedd's queue as its log says, the pilots, the pool's master running."""
         pool, layout = self.pool, self.layout
         ads = queue_ads(layout)
@@ -67,26 +73,22 @@ class LoginNode(Placement):
             running = bool(pool_processes(layout, "condor_master"))
         else:
             running = layout.pool_config in masters
-        return {
-            "jobs": counts,
-            "total": total,
-            "finished": all_finished(counts),
+        return Status(
+            jobs=counts, total=total, finished=all_finished(counts),
             **held_report(ads, pool.release_window_s(), time.time()),
-            "pool_running": running,
-            "placed": placed(layout),
-            "pilots": pilots,
-            "idle_shapes": idle_shapes(ads) if counts.get("idle") else [],
-            "remote_jobs": queue_commands.remote_jobs(ads),
-        }
+            pool_running=running, placed=placed(layout), pilots=pilots,
+            idle_shapes=idle_shapes(ads) if counts.get("idle") else [],
+            remote_jobs=queue_commands.remote_jobs(ads),
+        )  # fmt: skip
 
-    def act(self) -> dict[str, Any]:
+    def act(self) -> Acted:
         pool = self.pool
         running = bool(pool_processes(self.layout, "condor_schedd")) and pool.instance_running()
         return queue_commands.act(
             self.layout.queue_actions, queue_ads(self.layout), pool.in_pool, running
         )
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         """Stop the schedd cleanly (its log final), then the pilots, then the instance."""
         pool = self.pool
         stopped_schedd = False
@@ -99,12 +101,12 @@ class LoginNode(Placement):
         cancelled = pool.cancel_pilots() if own_pilots else []
         pool.stop_pool()
         pool.wait_gone(None)
-        return {"stopped_schedd": stopped_schedd, "cancelled_pilots": cancelled,
-                "logs": gather_logs.gather_safely(self.layout.root, pool.plan)}  # fmt: skip
+        return Stopped(stopped_schedd, cancelled,
+                       gather_logs.gather_safely(self.layout.root, pool.plan))  # fmt: skip
 
     # ---- a lease's central manager on the login node ---------------------------------
 
-    def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
+    def start_central_manager(self, settings: PoolSettings) -> PoolStarted:
         """Collector + negotiator on the login node."""
         ready = Path(self.layout.pool_local, LEASE_READY)
         return self.pool.start_pool(settings, config=lease_config(settings), ready=ready)
@@ -113,32 +115,30 @@ class LoginNode(Placement):
         self.pool.stop_pool()
         self.pool.wait_gone(None)
 
-    def extend(self) -> dict[str, Any]:
+    def extend(self) -> LeaseExtended:
         """One more round of pilots (launch.json's count), whatever is alive."""
         pool = self.pool
         if not pool_processes(self.layout, "condor_master"):
             raise AgentError(
                 f"the pool of {self.layout.name} is not running; create the lease again"
             )
-        return {"pilots": pool.submit_pilots(pool.settings(), always=True)}
+        return LeaseExtended(pool.submit_pilots(pool.settings(), always=True))
 
-    def lease_status(self) -> dict[str, Any]:
+    def lease_status(self) -> LeaseStatus:
         pool = self.pool
         try:
             pilots = {k: str(v) for k, v in pool.pilot_states().items()}
         except BatchError as exc:
             pilots = {"error": str(exc)}
         running = bool(pool_processes(self.layout, "condor_master"))
-        answer: dict[str, Any] = {
-            "pool_running": running, "pilots": pilots, "startds": [], "schedds": [],
-            "pilots_alive": any(state in ALIVE for state in pilots.values()),
-        }  # fmt: skip
+        alive = any(state in ALIVE for state in pilots.values())
         if running:
             try:
-                answer.update(pool.role.collector_ads())
+                startds, schedds, accounting = pool.role.collector_ads()
+                return LeaseStatus(running, pilots, alive, startds, schedds, accounting)
             except AgentError as exc:  # a collector just starting: the pilots still count
-                answer["collector_error"] = str(exc)
-        return answer
+                return LeaseStatus(running, pilots, alive, collector_error=str(exc))
+        return LeaseStatus(running, pilots, alive)
 
     # ---- an export's schedd joined to a lease whose central manager runs here --------
 
@@ -152,7 +152,9 @@ class LoginNode(Placement):
             replace(plan, address=lease_settings.address, port=lease_settings.port)
         )
 
-    def join(self, lease: Pool, lease_settings: PoolSettings) -> dict[str, Any]:
+    def join(
+        self, lease: Pool, lease_settings: PoolSettings
+    ) -> tuple[PoolStarted, PilotsSubmitted]:
         """Start only a schedd reporting to the lease's collector, then (if none of the
         lease's pilots is alive and jobs are idle) a round of its pilots."""
         pool, role = self.pool, self.pool.role
@@ -165,9 +167,9 @@ class LoginNode(Placement):
         pilots = lease.submit_pilots(
             lease_settings, waiting=lambda: job_counts(self.layout).get("idle", 0)
         )
-        return {"pool": started, "pilots": pilots}
+        return started, pilots
 
-    def leave(self) -> dict[str, Any]:
+    def leave(self) -> Stopped:
         """Stop the schedd (as `stop`), then take the lease's negotiator's token back."""
         answer = self.stop()
         self.pool.role.forget_negotiator_token()

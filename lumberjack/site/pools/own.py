@@ -6,8 +6,7 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 
 from __future__ import annotations
 
-from typing import Any
-
+from lumberjack.core.answers import Launched, Stopped
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.site.job_queue import place_queue
 from lumberjack.site.pools.pool import Role
@@ -16,7 +15,7 @@ from lumberjack.site.pools.pool import Role
 class Own(Role):
     """An export's own pool: place the queue, start the pool, submit its pilots."""
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         pool, placement = self.pool, self.pool.placement
         pool.prepare()
         placement.check_launch()
@@ -29,7 +28,7 @@ class Own(Role):
             settings, placement.waiting(self.layout), lambda: [self.layout]
         )
         crash_point("launch.after-pilots")
-        return {"place": placed, "pool": started, "pilots": pilots}
+        return Launched(placed, started, pilots)
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         return self.pool.placement.stop()

@@ -18,8 +18,19 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
+from lumberjack.core.answers import (
+    Acted,
+    Launched,
+    LeaseExtended,
+    LeaseStatus,
+    PilotsSubmitted,
+    PoolStarted,
+    Removed,
+    Status,
+    Stopped,
+)
 from lumberjack.core.contract import (
     ALIVE,
     ExportLayout,
@@ -88,7 +99,7 @@ class Placement(Part):
 
     def start(
         self, settings: PoolSettings, config: str | None = None, ready: Path | None = None
-    ) -> dict[str, Any]:
+    ) -> PoolStarted:
         raise self.unsupported("start")
 
     def waiting(self, layout: ExportLayout) -> Waiting:
@@ -97,32 +108,30 @@ class Placement(Part):
 
     def submit_round(
         self, settings: PoolSettings, waiting: Waiting, queues: Queues
-    ) -> dict[str, Any]:
+    ) -> PilotsSubmitted:
         """Pilots for this pool (`queues`: the queues they will serve)."""
         return self.pool.submit_pilots(settings, waiting=waiting)
 
-    def status(
-        self, known: dict[str, PilotState] | None, masters: set[str] | None
-    ) -> dict[str, Any]:
+    def status(self, known: dict[str, PilotState] | None, masters: set[str] | None) -> Status:
         raise self.unsupported("status")
 
-    def act(self) -> dict[str, Any]:
+    def act(self) -> Acted:
         raise self.unsupported("queue")
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         raise self.unsupported("stop")
 
     # A lease's central manager.
-    def start_central_manager(self, settings: PoolSettings) -> dict[str, Any]:
+    def start_central_manager(self, settings: PoolSettings) -> PoolStarted:
         raise self.unsupported("central manager")
 
     def stop_central_manager(self) -> None:
         raise self.unsupported("central manager")
 
-    def extend(self) -> dict[str, Any]:
+    def extend(self) -> LeaseExtended:
         raise self.unsupported("lease")
 
-    def lease_status(self) -> dict[str, Any]:
+    def lease_status(self) -> LeaseStatus:
         raise self.unsupported("lease")
 
     # An export joined to a lease.
@@ -132,10 +141,12 @@ class Placement(Part):
     def joined_settings(self, lease_settings: PoolSettings) -> PoolSettings:
         raise self.unsupported("lease")
 
-    def join(self, lease: Pool, lease_settings: PoolSettings) -> dict[str, Any]:
+    def join(
+        self, lease: Pool, lease_settings: PoolSettings
+    ) -> tuple[PoolStarted, PilotsSubmitted]:
         raise self.unsupported("lease")
 
-    def leave(self) -> dict[str, Any]:
+    def leave(self) -> Stopped:
         raise self.unsupported("lease")
 
 
@@ -162,10 +173,10 @@ class Role(Part):
         """More of a head node's script options (allocation.allocation_node_script)."""
         return {}
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         raise AgentError(f"{self.layout.name} has no launch of its own")
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         raise AgentError(f"{self.layout.name} has no stop of its own")
 
 
@@ -192,23 +203,23 @@ class Pool:
 
     # ---- what its parts do -----------------------------------------------------------
 
-    def launch(self) -> dict[str, Any]:
+    def launch(self) -> Launched:
         """Place the queue, start what runs on the login node, submit pilots."""
         return self.role.launch()
 
     def status(
         self, known: dict[str, PilotState] | None = None, masters: set[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> Status:
         """Jobs by status, pilots, pool running or not. `known`: pilot states already
         asked of the batch system; `masters`: the CONDOR_CONFIGs of running
         condor_masters (both found once for many exports by the agent's `status`)."""
         return self.placement.status(known, masters)
 
-    def act(self) -> dict[str, Any]:
+    def act(self) -> Acted:
         """The local queue's commands (queue-actions.json) on the jobs' copies here."""
         return self.placement.act()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Stopped:
         return self.role.stop()
 
     def settings(self) -> PoolSettings:
@@ -277,12 +288,12 @@ class Pool:
 
     def start_pool(
         self, settings: PoolSettings, *, config: str | None = None, ready: Path | None = None
-    ) -> dict[str, Any]:
+    ) -> PoolStarted:
         """Start the pool's master with `config` (default: pool_config) and wait for the
         file that says it is up (`ready`; default: the schedd's address file in SPOOL)."""
         layout = self.layout
         if pool_processes(layout, "condor_master"):
-            return {"started": False, "reason": "already running"}
+            return PoolStarted(False, reason="already running")
         make_local_dirs(layout, "log", "lock", "run", "execute")
         Path(layout.pool_config).write_text(config or remote_pool.pool_config(settings))
         runtime = settings.runtime
@@ -306,7 +317,7 @@ class Pool:
                 )
             time.sleep(POLL_S)
         write_contract(layout.pool_state, PoolState(settings.address, settings.port))
-        return {"started": True, "collector": settings.collector}
+        return PoolStarted(True, collector=settings.collector)
 
     def in_pool(self, *command: str, runtime: ContainerRuntime | None = None) -> str:
         """Run an HTCondor command in the pool's container, as the site account."""
@@ -358,7 +369,7 @@ class Pool:
         *,
         waiting: Callable[[], int] | None = None,
         always: bool = False,
-    ) -> dict[str, Any]:
+    ) -> PilotsSubmitted:
         """Pilots for idle jobs when none is queued or running: `waiting()` counts the
         jobs that need a pilot (default: the idle ones); `always`: submit whatever is
         alive or idle (a lease's first or next round)."""
@@ -367,9 +378,9 @@ class Pool:
         submitted = self.submitted()
         alive = [job for job, state in self.pilot_states(submitted).items() if state in ALIVE]
         if alive and not always:
-            return {"submitted": [], "alive": alive, "reason": "pilots queued or running"}
+            return PilotsSubmitted([], alive, reason="pilots queued or running")
         if not always and not waiting():
-            return {"submitted": [], "alive": [], "reason": "no idle jobs"}
+            return PilotsSubmitted([], [], reason="no idle jobs")
         Path(layout.pilot_output).mkdir(parents=True, exist_ok=True)
         self.write_pilot_files(settings)
         new = []
@@ -388,7 +399,7 @@ class Pool:
             submitted.append(job_id)
             write_contract(layout.pilot_list, SubmittedPilots(tuple(submitted)))
             new.append(job_id)
-        return {"submitted": new, "alive": alive}
+        return PilotsSubmitted(new, alive)
 
     def cancel_pilots(self) -> list[str]:
         alive = self.alive_pilots()
@@ -435,14 +446,14 @@ class Pool:
                 pilot_token.refresh_for_waiting(self.layout, self.settings(), self.plan, pilots)
         return pilots
 
-    def remove(self) -> dict[str, Any]:
+    def remove(self) -> Removed:
         if pool_processes(self.layout) or self.instance_running():
             raise AgentError(f"the pool of {self.layout.name} still runs; stop it first")
         root = Path(self.layout.root)
         existed = root.exists()
         if existed:
             shutil.rmtree(root)
-        return {"removed": existed}
+        return Removed(existed)
 
 
 # ---- shared helpers ----------------------------------------------------------------------
@@ -482,13 +493,13 @@ def login_address() -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-def ensure_release(plan: LaunchPlan) -> dict[str, Any]:
+def ensure_release(plan: LaunchPlan) -> bool:
     """Runtime "none": the shipped HTCondor tarball unpacked once, next to it."""
     release = plan.condor_release
     if release is None:
-        return {}
+        return False
     try:
         unpacked = runtime_mod.unpack_release(release.tarball, release.dir, release.sha256)
     except runtime_mod.ReleaseError as exc:
         raise AgentError(str(exc)) from None
-    return {"unpacked": unpacked}
+    return bool(unpacked)
