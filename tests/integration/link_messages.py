@@ -1,8 +1,8 @@
 """Every message that crosses the SSH link in a real journey, decoded through the
 contract: `record_link` makes the journey's CLI runs write each message as it crossed
 (transport/recording.py), `every_message_decodes` reads each strictly, checks it is
-refused in one line once it carries a field the contract does not know, and that the
-journey sent exactly the kinds expected."""
+refused in one line once it carries a field the contract does not know, and that every
+kind the journey is known to send was seen (any other is decoded as strictly)."""
 
 from __future__ import annotations
 
@@ -35,4 +35,4 @@ def every_message_decodes(recorded: Path, expected: set[str]) -> None:
             read_message(kind, tampered)
         assert "\n" not in str(refused.value)
         seen.add(kind)
-    assert seen == expected, seen
+    assert expected <= seen, f"never seen: {sorted(expected - seen)}"
