@@ -36,7 +36,8 @@ REAL_SITES = [
 #: their own tests are in test_sites_new_machines.py.
 NEW_SITES = ["vista", "alps", "lumi", "leonardo"]
 TESTBED_SITES = [
-    "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
+    "testbed", "testbed-aarch64", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing",
+    "testbed-nocontainer",
 ]  # fmt: skip
 
 
