@@ -203,6 +203,19 @@ class Site:
         self._wait_ready(rootfs, started + timeout)
         log(f"site {HOSTNAME} up in {time.monotonic() - started:.1f} s")
 
+    def show_binfmt_misc(self) -> None:
+        """Mount binfmt_misc in the running site's namespace unless it is there (a site
+        started before enter.sh mounted it): Apptainer looks there for the emulator of an
+        image of another architecture."""
+        pid = testbed.recorded_pid(self.pid_file)
+        assert pid is not None, "the site is not running"
+        inside = ["nsenter", "-t", str(pid), "-m", "-r", "-w"]
+        where = "/proc/sys/fs/binfmt_misc"
+        if subprocess.run([*inside, "test", "-e", f"{where}/register"]).returncode != 0:
+            subprocess.run(
+                [*inside, "mount", "-t", "binfmt_misc", "binfmt_misc", where], check=True
+            )
+
     def install_image(self, sif: Path, target: Path | None = None) -> None:
         """Put the testbed's site image where the profile expects it (`target`, default
         the testbed profile's image), owned by the site account. A copy (not a hard link,

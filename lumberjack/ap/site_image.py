@@ -154,6 +154,7 @@ class ContainerfileRecipe(Recipe):
 RECIPES: dict[str, Recipe] = {
     "apptainer": ApptainerRecipe(),
     "singularity": ApptainerRecipe(),
+    "apptainer-emulated": ApptainerRecipe(),
     "podman-hpc": ContainerfileRecipe(),
 }
 

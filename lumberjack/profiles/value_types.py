@@ -32,7 +32,10 @@ from lumberjack.site.gpus import GPU_VENDORS
 # "podman-hpc" (NERSC), "container-engine" (CSCS) and "none" (HTCondor from a release
 # tarball) are accepted so that profiles can say what the centre documents; see
 # site-profiles/README.md for what runs.
-RUNTIMES = ("apptainer", "singularity", "podman-hpc", "container-engine", "none")
+# apptainer-emulated: test sites only (site/runtime.py EmulatedApptainer).
+RUNTIMES = (
+    "apptainer", "singularity", "apptainer-emulated", "podman-hpc", "container-engine", "none",
+)  # fmt: skip
 # "login": the remote schedd lives on the login node; "allocation": inside the pilots' batch
 # allocation, for sites whose login nodes must not host long-running services.
 PLACEMENTS = ("login", "allocation")

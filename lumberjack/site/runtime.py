@@ -333,6 +333,18 @@ class Singularity(Apptainer):
 
 
 @dataclass(frozen=True)
+class EmulatedApptainer(Apptainer):
+    """TEST SITES ONLY: Apptainer on nodes that run the image of another architecture
+    under qemu-user emulation (the testbed's aarch64 queue on x86_64). qemu-user cannot
+    create the namespaces of the nested per-job container (its clone() refuses the
+    namespace flags, any version), so the startd runs jobs beside itself in the pilot's
+    container: no container of their own (job_container.py), one owner at a time unless
+    the account is shared (profiles/isolation.py)."""
+
+    NAME: ClassVar[str] = "apptainer-emulated"
+
+
+@dataclass(frozen=True)
 class PodmanHPC(ContainerRuntime):
     """NERSC's podman-hpc (Perlmutter): `podman-hpc run --rm` for every command on a
     node, a detached container (`run -d`) plus `exec` for the pool on the login node.
@@ -516,7 +528,8 @@ SHARE = {release}/share"""
 
 
 RUNTIMES: dict[str, type[ContainerRuntime]] = {
-    cls.NAME: cls for cls in (Apptainer, Singularity, PodmanHPC, ContainerEngine, NoContainer)
+    cls.NAME: cls
+    for cls in (Apptainer, Singularity, EmulatedApptainer, PodmanHPC, ContainerEngine, NoContainer)
 }
 
 
