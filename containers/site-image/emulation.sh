@@ -36,9 +36,9 @@ if [ -e "$entry" ] && ! grep -q '^flags: .*F' "$entry"; then
     echo -1 >"$entry"
 fi
 if [ ! -e "$entry" ]; then
-    # P: argv[0] kept (the -P wrapper expects it); F: the emulator opened now; C: setuid
-    # binaries keep their credentials.
-    printf ':qemu-%s:M::%s:%s:%s:PFC\n' "$arch" "$magic" "$mask" "$interpreter" >"$binfmt/register"
+    # P: argv[0] kept (the -P wrapper expects it); F: the emulator opened now. As
+    # Debian's own registration: no C, so setuid aarch64 binaries get no privileges.
+    printf ':qemu-%s:M::%s:%s:%s:PF\n' "$arch" "$magic" "$mask" "$interpreter" >"$binfmt/register"
 fi
 grep -q '^enabled' "$entry" || { echo "emulation.sh: $entry is not enabled" >&2; exit 1; }
 echo "emulation.sh: $arch binaries run through $(sed -n 's/^interpreter //p' "$entry") ($(sed -n 's/^flags: //p' "$entry"))"

@@ -36,8 +36,8 @@ SITE_IMAGE_RECIPE = (
     "containers/site-image/build-testbed-image.sh",
 )
 REPO = HERE.parent.parent
-#: What lets this x86_64 machine run aarch64 binaries (qemu-user + binfmt_misc): part of
-#: the recipe of an image built for another architecture.
+#: What lets this x86_64 machine run aarch64 binaries (qemu-user + binfmt_misc): host
+#: setup, not part of any image's recipe.
 EMULATION = "containers/site-image/emulation.sh"
 #: HTCondor's spelling of an architecture (a queue's `arch`) -> uname -m.
 HOST_MACHINE = {"X86_64": "x86_64", "aarch64": "aarch64"}
@@ -92,9 +92,8 @@ def ensure_site_image(rootfs: Path, arch: str = "X86_64") -> Path:
     next to the rootfs under a name keyed by a hash of its recipe. Another `arch` than
     this machine's (aarch64) is built under emulation (see ensure_emulation) and named
     with it: site-image-aarch64-<hash>.sif."""
-    files = SITE_IMAGE_RECIPE if arch == HOST_ARCH else (*SITE_IMAGE_RECIPE, EMULATION)
     tag = "" if arch == HOST_ARCH else f"{arch}-"
-    sif = cache_dir() / f"site-image-{tag}{recipe_hash(REPO, files)}.sif"
+    sif = cache_dir() / f"site-image-{tag}{recipe_hash(REPO, SITE_IMAGE_RECIPE)}.sif"
     if not sif.is_file():
         sif.parent.mkdir(parents=True, exist_ok=True)
         log(f"building the {arch} site image into {sif} (a few minutes, once)")
