@@ -334,12 +334,9 @@ class Singularity(Apptainer):
 
 @dataclass(frozen=True)
 class EmulatedApptainer(Apptainer):
-    """TEST SITES ONLY: Apptainer on nodes that run the image of another architecture
-    under qemu-user emulation (the testbed's aarch64 queue on x86_64). qemu-user cannot
-    create the namespaces of the nested per-job container (its clone() refuses the
-    namespace flags, any version), so the startd runs jobs beside itself in the pilot's
-    container: no container of their own (job_container.py), one owner at a time unless
-    the account is shared (profiles/isolation.py)."""
+    """TEST SITES ONLY: Apptainer running another architecture's image under qemu-user,
+    whose clone() refuses the nested per-job container's namespace flags: jobs run
+    beside the startd, with no container of their own (job_container.py, isolation.py)."""
 
     NAME: ClassVar[str] = "apptainer-emulated"
 
