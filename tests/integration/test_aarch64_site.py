@@ -100,8 +100,8 @@ def machine_attr_arch(name: str) -> list[str]:
     """MachineAttrArch0 of the jobs in the site's job_queue.log (set when they matched)."""
     log = site_path(f"{SITE_BASE}/{name}/spool/job_queue.log")
     ads = jql.read_log(log) if log.exists() else {}
-    return [ad["MachineAttrArch0"].strip('"') for key, ad in ads.items()
-            if jql.key_kind(key) == "proc" and "MachineAttrArch0" in ad]  # fmt: skip
+    found = [ad.get("MachineAttrArch0") for key, ad in ads.items() if jql.key_kind(key) == "proc"]
+    return [value.strip('"') for value in found if value]
 
 
 def states(clusters: dict[str, int]) -> list[tuple]:
