@@ -4,14 +4,24 @@
 # setup.sh with the packages of packages.txt, as `sites image build` renders them), then
 # let the testbed rootfs's Apptainer turn that sandbox into a SIF.
 #
-#   build-testbed-image.sh ROOTFS OUT.sif
+#   build-testbed-image.sh ROOTFS OUT.sif [ARCH]
 #
 # ROOTFS is the testbed root filesystem (containers/testbed/build-rootfs.sh). Writes
 # OUT.sif and OUT.versions (the HTCondor package inside). Run as root. The mirror comes
 # from the host's own apt sources unless LUMBERJACK_DEBIAN_MIRROR is set.
+# ARCH (x86_64 or aarch64, default the host's) builds for another architecture: the
+# same recipe, its binaries run by qemu-user through binfmt_misc (emulation.sh sets
+# that up on the host; see README.md).
 set -euo pipefail
-rootfs=${1:?usage: build-testbed-image.sh ROOTFS OUT.sif}
-out=${2:?usage: build-testbed-image.sh ROOTFS OUT.sif}
+usage="usage: build-testbed-image.sh ROOTFS OUT.sif [x86_64|aarch64]"
+rootfs=${1:?$usage}
+out=${2:?$usage}
+arch=${3:-$(uname -m)}
+case $arch in
+x86_64) debarch=amd64 ;;
+aarch64) debarch=arm64 ;;
+*) echo "build-testbed-image: unknown architecture $arch; $usage" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 recipe=$here/../../lumberjack/ap/site-image
 out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
@@ -35,7 +45,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-debootstrap --variant=minbase sid "$sandbox" "$mirror" >"$logfile" 2>&1 || { tail -n 20 "$logfile" >&2; exit 1; }
+if [ "$arch" = "$(uname -m)" ]; then
+    debootstrap --variant=minbase sid "$sandbox" "$mirror" >"$logfile" 2>&1 || { tail -n 20 "$logfile" >&2; exit 1; }
+else
+    # Another architecture: unpack on the host, then the second stage (the packages'
+    # own scripts) in the chroot, where binfmt_misc hands each binary to qemu-user.
+    "$here/emulation.sh" "$arch" >"$logfile" 2>&1 || { tail -n 5 "$logfile" >&2; exit 1; }
+    debootstrap --arch="$debarch" --foreign --variant=minbase sid "$sandbox" "$mirror" \
+        >>"$logfile" 2>&1 || { tail -n 20 "$logfile" >&2; exit 1; }
+    chroot "$sandbox" /debootstrap/debootstrap --second-stage >>"$logfile" 2>&1 \
+        || { tail -n 20 "$logfile" >&2; exit 1; }
+fi
 echo "== debootstrap done after ${SECONDS}s" >>"$logfile"
 
 # The recipe's setup in a chroot (apt needs no daemons; proc for postinst); the chroot

@@ -14,6 +14,9 @@ shift 3
 [ -n "$host" ] && hostname "$host"
 mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
+# The host's binfmt_misc entries, seen from inside: Apptainer runs another architecture's
+# image only where it sees a persistent (F) entry for it (the testbed-aarch64 profile).
+mount -t binfmt_misc binfmt_misc "$root/proc/sys/fs/binfmt_misc" 2>/dev/null || true
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"

@@ -167,6 +167,11 @@ class Site:
         (/home/hpcuser/lumberjack/image/lumberjack-site.sif) points inside the site."""
         return self.user_home / "lumberjack" / "image" / "lumberjack-site.sif"
 
+    @property
+    def aarch64_image(self) -> Path:
+        """Host path of the aarch64 build (profile testbed-aarch64, run under emulation)."""
+        return self.image.with_name("lumberjack-site-aarch64.sif")
+
     def binds(self) -> list[str]:
         return [str(testbed_dir()), f"{self.home}=/home"]
 
@@ -198,11 +203,25 @@ class Site:
         self._wait_ready(rootfs, started + timeout)
         log(f"site {HOSTNAME} up in {time.monotonic() - started:.1f} s")
 
-    def install_image(self, sif: Path) -> None:
-        """Put the testbed's site image where the profile expects it, owned by the site
-        account. A copy (not a hard link, which would hand the cache to hpcuser), made
-        only when the installed one differs from the cached build."""
-        target = self.image
+    def show_binfmt_misc(self) -> None:
+        """Mount binfmt_misc in the running site's namespace unless it is there (a site
+        started before enter.sh mounted it): Apptainer looks there for the emulator of an
+        image of another architecture."""
+        pid = testbed.recorded_pid(self.pid_file)
+        assert pid is not None, "the site is not running"
+        inside = ["nsenter", "-t", str(pid), "-m", "-r", "-w"]
+        where = "/proc/sys/fs/binfmt_misc"
+        if subprocess.run([*inside, "test", "-e", f"{where}/register"]).returncode != 0:
+            subprocess.run(
+                [*inside, "mount", "-t", "binfmt_misc", "binfmt_misc", where], check=True
+            )
+
+    def install_image(self, sif: Path, target: Path | None = None) -> None:
+        """Put the testbed's site image where the profile expects it (`target`, default
+        the testbed profile's image), owned by the site account. A copy (not a hard link,
+        which would hand the cache to hpcuser), made only when the installed one differs
+        from the cached build."""
+        target = target or self.image
         source = sif.stat()
         if target.is_file():
             installed = target.stat()

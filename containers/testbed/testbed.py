@@ -36,6 +36,14 @@ SITE_IMAGE_RECIPE = (
     "containers/site-image/build-testbed-image.sh",
 )
 REPO = HERE.parent.parent
+#: What lets this x86_64 machine run aarch64 binaries (qemu-user + binfmt_misc): host
+#: setup, not part of any image's recipe.
+EMULATION = "containers/site-image/emulation.sh"
+#: HTCondor's spelling of an architecture (a queue's `arch`) -> uname -m.
+HOST_MACHINE = {"X86_64": "x86_64", "aarch64": "aarch64"}
+HOST_ARCH = {machine: arch for arch, machine in HOST_MACHINE.items()}.get(
+    os.uname().machine, os.uname().machine
+)
 
 SUBMITTER = "alice"
 SUBMITTER_UID = 4242
@@ -78,16 +86,20 @@ def ensure_rootfs() -> Path:
     return rootfs
 
 
-def ensure_site_image(rootfs: Path) -> Path:
+def ensure_site_image(rootfs: Path, arch: str = "X86_64") -> Path:
     """The testbed's build of the site image, made once from the package's recipe (what
     `sites image build` renders) but without any registry pull, and cached
-    next to the rootfs under a name keyed by a hash of its recipe."""
-    sif = cache_dir() / f"site-image-{recipe_hash(REPO, SITE_IMAGE_RECIPE)}.sif"
+    next to the rootfs under a name keyed by a hash of its recipe. Another `arch` than
+    this machine's (aarch64) is built under emulation (see ensure_emulation) and named
+    with it: site-image-aarch64-<hash>.sif."""
+    tag = "" if arch == HOST_ARCH else f"{arch}-"
+    sif = cache_dir() / f"site-image-{tag}{recipe_hash(REPO, SITE_IMAGE_RECIPE)}.sif"
     if not sif.is_file():
         sif.parent.mkdir(parents=True, exist_ok=True)
-        log(f"building the site image into {sif} (a few minutes, once)")
+        log(f"building the {arch} site image into {sif} (a few minutes, once)")
         script = SITE_IMAGE_DIR / "build-testbed-image.sh"
-        subprocess.run([str(script), str(rootfs), str(sif)], check=True, env=_clean_env())
+        subprocess.run([str(script), str(rootfs), str(sif), HOST_MACHINE.get(arch, arch)],
+                       check=True, env=_clean_env())  # fmt: skip
     condor = site_image_versions(sif).get("condor", "missing")
     if not condor.startswith(TESTED_VERSIONS["condor"]) and not os.environ.get(
         "LUMBERJACK_ANY_VERSION"
@@ -97,6 +109,16 @@ def ensure_site_image(rootfs: Path) -> Path:
             f"{TESTED_VERSIONS['condor']}x; set LUMBERJACK_ANY_VERSION=1 to try anyway"
         )
     return sif
+
+
+def ensure_emulation(arch: str) -> str | None:
+    """Let this machine run `arch` binaries (emulation.sh: qemu-user-static, binfmt_misc
+    with the F flag); None when it can, else why not (a test skips with it)."""
+    done = subprocess.run([str(REPO / EMULATION), HOST_MACHINE.get(arch, arch)],
+                          capture_output=True, text=True, env=_clean_env())  # fmt: skip
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["emulation.sh failed"])[-1]
+    return None
 
 
 #: Libraries every Linux host has (the C and C++ runtimes): a release tarball, like

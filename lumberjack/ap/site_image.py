@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import string
 import subprocess
@@ -25,6 +26,17 @@ SETUP_FILE = "setup.sh"
 DEFAULT_BASE = "debian:sid-slim"
 #: The image's name for OCI engines when the profile names none.
 DEFAULT_TAG = "lumberjack-site:latest"
+#: Each architecture a profile's queue may have (HTCondor's spelling, the slot ad's Arch)
+#: as Apptainer's --arch and an OCI engine's --platform spell it.
+ENGINE_ARCH = {"X86_64": "amd64", "aarch64": "arm64"}
+#: uname -m -> HTCondor's spelling.
+_MACHINE_ARCH = {"x86_64": "X86_64", "amd64": "X86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def host_arch() -> str:
+    """This machine's architecture in HTCondor's spelling (the machine name if unknown)."""
+    machine = platform.machine()
+    return _MACHINE_ARCH.get(machine.lower(), machine)
 
 
 def packages() -> list[str]:
@@ -74,10 +86,14 @@ class Recipe:
     def _extra_files(self, out: Path) -> list[Path]:
         return []
 
-    def default_target(self, out: Path, image: Optional[str]) -> str:
+    def default_target(self, out: Path, image: Optional[str], arch: str) -> str:
         raise NotImplementedError
 
-    def build_command(self, engine: str, out: Path, target: str, base: str) -> list[str]:
+    def build_command(
+        self, engine: str, out: Path, target: str, base: str, cross: Optional[str]
+    ) -> list[str]:
+        """`cross`: the engine's name of the architecture to build for when it is not this
+        machine's (the base image of that architecture, its setup run under emulation)."""
         raise NotImplementedError
 
 
@@ -94,13 +110,19 @@ class ApptainerRecipe(Recipe):
         lines = _setup_text().splitlines()[1:]  # %post is already a shell script
         return "\n".join(f"    {line}" if line else "" for line in lines)
 
-    def default_target(self, out: Path, image: Optional[str]) -> str:
-        return str(out / "lumberjack-site.sif")
+    def default_target(self, out: Path, image: Optional[str], arch: str) -> str:
+        # One SIF per architecture, named as the aarch64 profiles' [container] image is.
+        suffix = "" if arch == "X86_64" else f"-{arch}"
+        return str(out / f"lumberjack-site{suffix}.sif")
 
-    def build_command(self, engine: str, out: Path, target: str, base: str) -> list[str]:
+    def build_command(
+        self, engine: str, out: Path, target: str, base: str, cross: Optional[str]
+    ) -> list[str]:
         # Root builds need no fakeroot; an ordinary user needs /etc/subuid entries.
         fakeroot = [] if os.geteuid() == 0 else ["--fakeroot"]
-        return [engine, "build", *fakeroot, "--build-arg", f"BASE={base}", target,
+        # --arch picks the base image's architecture from the registry's manifest list.
+        arch = ["--arch", cross] if cross else []
+        return [engine, "build", *fakeroot, *arch, "--build-arg", f"BASE={base}", target,
                 str(out / "lumberjack-site.def")]  # fmt: skip
 
 
@@ -117,17 +139,22 @@ class ContainerfileRecipe(Recipe):
         shutil.copyfile(RECIPE_DIR / SETUP_FILE, setup)
         return [setup]
 
-    def default_target(self, out: Path, image: Optional[str]) -> str:
+    def default_target(self, out: Path, image: Optional[str], arch: str) -> str:
         return image or DEFAULT_TAG
 
-    def build_command(self, engine: str, out: Path, target: str, base: str) -> list[str]:
-        return [engine, "build", "--build-arg", f"BASE={base}", "-t", target, str(out)]
+    def build_command(
+        self, engine: str, out: Path, target: str, base: str, cross: Optional[str]
+    ) -> list[str]:
+        platform_ = ["--platform", f"linux/{cross}"] if cross else []
+        return [engine, "build", *platform_, "--build-arg", f"BASE={base}", "-t", target,
+                str(out)]  # fmt: skip
 
 
 #: The recipe of each container runtime a profile may name.
 RECIPES: dict[str, Recipe] = {
     "apptainer": ApptainerRecipe(),
     "singularity": ApptainerRecipe(),
+    "apptainer-emulated": ApptainerRecipe(),
     "podman-hpc": ContainerfileRecipe(),
 }
 
@@ -153,10 +180,14 @@ class ImageBuild:
     command: list[str]
     target: str
     built: bool
+    arch: str = "X86_64"
+    #: Built for another architecture than this machine's: its setup runs under emulation.
+    emulated: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {"runtime": self.runtime, "files": [str(p) for p in self.files],
                 "command": self.command, "target": self.target, "built": self.built,
+                "arch": self.arch, "emulated": self.emulated,
                 "recipe": recipe_hash()}  # fmt: skip
 
 
@@ -168,12 +199,19 @@ def build_image(
     target: Optional[str] = None,
     base: Optional[str] = None,
     engine: Optional[str] = None,
+    arch: Optional[str] = None,
     dry_run: bool = False,
 ) -> ImageBuild:
     """Render the recipe for `runtime` into `out` and (unless `dry_run`) build it with
-    `engine` (default: the first of the recipe's engines on PATH). `image` is the
-    profile's [container] image (an OCI name is the tag a podman-hpc build gets)."""
+    `engine` (default: the first of the recipe's engines on PATH) for `arch` (HTCondor's
+    spelling; default this machine's). `image` is the profile's [container] image (an
+    OCI name is the tag a podman-hpc build gets)."""
     recipe = recipe_for(runtime)
+    arch = arch or host_arch()
+    if arch not in ENGINE_ARCH:
+        raise BadInput(f"no site image for architecture {arch!r}; use one of "
+                       f"{', '.join(ENGINE_ARCH)}")  # fmt: skip
+    emulated = arch != host_arch()
     engine = engine or recipe.default_engine()
     if not dry_run and not shutil.which(engine):
         raise BadInput(f"{engine} is not on PATH; install it, name another with --engine, "
@@ -183,8 +221,10 @@ def build_image(
         raise BadInput(f"{out} is not a directory; name one with --output")
     base = base or DEFAULT_BASE
     files = recipe.render(out, base)
-    target = target or recipe.default_target(out, image)
-    command = recipe.build_command(engine, out, target, base)
+    target = target or recipe.default_target(out, image, arch)
+    command = recipe.build_command(
+        engine, out, target, base, ENGINE_ARCH[arch] if emulated else None
+    )
     if not dry_run:
         done = subprocess.run(command, cwd=out, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -195,4 +235,5 @@ def build_image(
                 f"{engine} build failed (exit {done.returncode}): {last}; "
                 f"whole log: {out / 'build.log'}"
             )
-    return ImageBuild(runtime, files, command, target, built=not dry_run)
+    return ImageBuild(runtime, files, command, target, built=not dry_run, arch=arch,
+                      emulated=emulated)  # fmt: skip

@@ -8,7 +8,14 @@ from typing import Optional
 
 import click
 
-from lumberjack.ap.site_image import DEFAULT_BASE, RECIPES, ImageBuild, build_image
+from lumberjack.ap.site_image import (
+    DEFAULT_BASE,
+    ENGINE_ARCH,
+    RECIPES,
+    ImageBuild,
+    build_image,
+    host_arch,
+)
 from lumberjack.cli.common import LumberjackGroup, emit, json_option
 from lumberjack.errors import BadInput
 from lumberjack.profiles.model import SiteProfile
@@ -50,6 +57,11 @@ def image() -> None:
     help="The build command (default: apptainer or singularity; podman-hpc or podman).",
 )
 @click.option(
+    "--arch",
+    type=click.Choice(sorted(ENGINE_ARCH)),
+    help="Build for this CPU architecture (default: the site's queues', else this machine's).",
+)
+@click.option(
     "--dry-run", is_flag=True, help="Render the recipe, show the commands; build nothing."
 )
 @json_option
@@ -59,6 +71,7 @@ def build_cmd(
     output: Path,
     base: Optional[str],
     engine: Optional[str],
+    arch: Optional[str],
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -67,12 +80,16 @@ def build_cmd(
     Containerfile with its setup.sh (podman-hpc). Then prints how to put the image where
     the site's profile expects it.
 
-    Build where the site's CPU architecture is (often on the site's login node); an
-    ordinary user's Apptainer build needs /etc/subuid and /etc/subgid entries.
+    The image is built for the architecture of the site's queues (--arch when they
+    differ). Build where that architecture is (often on the site's login node); on
+    another machine the command builds under emulation (qemu-user registered with
+    binfmt_misc), which is slow. An ordinary user's Apptainer build needs /etc/subuid
+    and /etc/subgid entries.
 
     \b
     Examples:
       condor_lumberjack sites image build stampede3 --dry-run
+      condor_lumberjack sites image build vista --dry-run
       condor_lumberjack sites image build perlmutter --output ./perlmutter-image --dry-run
       condor_lumberjack sites image build --runtime apptainer --output /tmp/img --json --dry-run
     """
@@ -81,10 +98,26 @@ def build_cmd(
     profile = find_profile(site) if site else None
     chosen = profile.container.runtime if profile else runtime
     assert chosen is not None
+    if profile and arch and all(queue.arch != arch for queue in profile.queues):
+        raise BadInput(f"site {profile.name} has no {arch} queue (its queues are "
+                       f"{site_arch(profile)}); leave out --arch")  # fmt: skip
+    arch = arch or (site_arch(profile) if profile else None)
     done = build_image(chosen, output, image=profile.container.image if profile else None,
-                       base=base, engine=engine, dry_run=dry_run)  # fmt: skip
+                       base=base, engine=engine, arch=arch, dry_run=dry_run)  # fmt: skip
     steps = place_steps(done, profile)
     emit(as_json, {"ok": True, **done.to_json(), "place": steps}, _text(done, steps))
+
+
+def site_arch(profile: SiteProfile) -> str:
+    """The one architecture of a site's queues; a site with two needs --arch."""
+    arches = sorted({queue.arch for queue in profile.queues})
+    if len(arches) == 1:
+        return arches[0]
+    by_arch = "; ".join(
+        f"{arch}: {', '.join(q.name for q in profile.queues if q.arch == arch)}" for arch in arches
+    )
+    raise BadInput(f"site {profile.name} has queues of more than one architecture ({by_arch}); "
+                   "name one with --arch")  # fmt: skip
 
 
 def place_steps(done: ImageBuild, profile: Optional[SiteProfile]) -> list[str]:
@@ -118,8 +151,13 @@ def place_steps(done: ImageBuild, profile: Optional[SiteProfile]) -> list[str]:
 
 def _text(done: ImageBuild, steps: list[str]) -> str:
     verb = "built" if done.built else "would build (dry run)"
-    lines = [f"recipe for {done.runtime} rendered: " + ", ".join(str(p) for p in done.files),
+    lines = [f"recipe for {done.runtime} ({done.arch}) rendered: "
+             + ", ".join(str(p) for p in done.files),
              f"{verb}: {shlex.join(done.command)}"]  # fmt: skip
+    if done.emulated:
+        lines.append(f"  ({done.arch} on this {host_arch()} machine: the setup runs under "
+                     "emulation, qemu-user registered with binfmt_misc; building on the "
+                     "site's login node is much faster)")  # fmt: skip
     if steps:
         lines.append("then put it where the profile expects it:")
         lines += [f"  {step}" for step in steps]

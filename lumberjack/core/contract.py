@@ -39,7 +39,9 @@ from lumberjack.core.shell_safe import CHUNK_RESOURCE, DIRECTIVE_WORD
 
 #: The container runtimes the agent knows (lumberjack/site/runtime.py registers one class
 #: for each; a unit test holds the two to the same names).
-RUNTIME_NAMES = ("apptainer", "singularity", "podman-hpc", "container-engine", "none")
+RUNTIME_NAMES = (
+    "apptainer", "singularity", "apptainer-emulated", "podman-hpc", "container-engine", "none",
+)  # fmt: skip
 #: Where the schedd runs: on the login node, or inside the pilot's allocation.
 PLACEMENTS = ("login", "allocation")
 

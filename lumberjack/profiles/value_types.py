@@ -34,6 +34,7 @@ from lumberjack.site.runtime import RUNTIMES as RUNTIME_CLASSES
 # The runtimes the agent registers (site/runtime.py): "podman-hpc" (NERSC),
 # "container-engine" (CSCS) and "none" (HTCondor from a release tarball) too, so that
 # profiles can say what the centre documents; see site-profiles/README.md for what runs.
+# "apptainer-emulated": test sites only (site/runtime.py EmulatedApptainer).
 RUNTIMES = tuple(RUNTIME_CLASSES)
 # The contract's placements: "login", the remote schedd lives on the login node;
 # "allocation", inside the pilots' batch allocation, for sites whose login nodes must

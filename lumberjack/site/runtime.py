@@ -333,6 +333,15 @@ class Singularity(Apptainer):
 
 
 @dataclass(frozen=True)
+class EmulatedApptainer(Apptainer):
+    """TEST SITES ONLY: Apptainer running another architecture's image under qemu-user,
+    whose clone() refuses the nested per-job container's namespace flags: jobs run
+    beside the startd, with no container of their own (job_container.py, isolation.py)."""
+
+    NAME: ClassVar[str] = "apptainer-emulated"
+
+
+@dataclass(frozen=True)
 class PodmanHPC(ContainerRuntime):
     """NERSC's podman-hpc (Perlmutter): `podman-hpc run --rm` for every command on a
     node, a detached container (`run -d`) plus `exec` for the pool on the login node.
@@ -516,7 +525,8 @@ SHARE = {release}/share"""
 
 
 RUNTIMES: dict[str, type[ContainerRuntime]] = {
-    cls.NAME: cls for cls in (Apptainer, Singularity, PodmanHPC, ContainerEngine, NoContainer)
+    cls.NAME: cls
+    for cls in (Apptainer, Singularity, EmulatedApptainer, PodmanHPC, ContainerEngine, NoContainer)
 }
 
 

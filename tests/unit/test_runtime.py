@@ -84,6 +84,21 @@ def test_apptainer_wraps_a_command_as_before() -> None:
     assert singularity.wrap(CONFIG, "condor_master", "-f") == "singularity" + wrapped[9:]
 
 
+def test_emulated_apptainer_runs_the_pilot_but_gives_jobs_no_container() -> None:
+    """Test sites only (testbed-aarch64): qemu-user cannot make the nested container."""
+    from lumberjack.profiles.isolation import CONTAINED_RUNTIMES
+
+    emulated = get_runtime("apptainer-emulated", ROOT, image="/images/site image.sif")
+    plain = Apptainer(root=ROOT, image="/images/site image.sif")
+    assert emulated.wrap(CONFIG, "condor_master", "-f") == plain.wrap(CONFIG, "condor_master", "-f")
+    config = remote_pool.pilot_config(settings("apptainer-emulated"))
+    assert "SINGULARITY_JOB" not in config
+    assert "# Runtime apptainer-emulated: jobs run beside the startd" in config
+    assert "SINGULARITY_JOB = TRUE" in remote_pool.pilot_config(settings())
+    # So other owners' exports are kept off the account unless it is declared shared.
+    assert "apptainer-emulated" not in CONTAINED_RUNTIMES
+
+
 # A stand-in for the `singularity` command spython runs (Apptainer installs it as its
 # other name): it records each call and keeps one instance, a real process of its own
 # (the instance's init; LJ_INIT_IGNORES_TERM: one that ignores SIGTERM), whose PID it
@@ -296,7 +311,8 @@ def test_node_script_runs_each_runtimes_master(tmp_path: Path, name: str) -> Non
                          f"env:{pool.layout.pilot_config}"]  # fmt: skip
     else:  # the runtime's program, which runs `env CONDOR_CONFIG=... condor_master -f`
         # CSCS's Container Engine is an option of Slurm's srun.
-        assert first[0] == str(stub / {"container-engine": "srun"}.get(name, name))
+        program = {"container-engine": "srun", "apptainer-emulated": "apptainer"}.get(name, name)
+        assert first[0] == str(stub / program)
         assert first[-3:] == ["condor_master", "-f", "env:"]
         assert f"CONDOR_CONFIG={pool.layout.pilot_config}" in first
 

@@ -126,3 +126,80 @@ def render_site(site: str, out: Path) -> dict:
                                       "--dry-run", "--json"])  # fmt: skip
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
+
+
+@pytest.mark.parametrize(
+    ("machine", "cross_apptainer", "cross_podman"),
+    [
+        ("x86_64", ["--arch", "arm64"], ["--platform", "linux/arm64"]),  # emulated build
+        ("aarch64", [], []),  # on the site's own architecture: a plain build
+    ],
+)
+def test_an_aarch64_site_gets_an_aarch64_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, machine, cross_apptainer, cross_podman
+) -> None:
+    monkeypatch.setattr(site_image.platform, "machine", lambda: machine)
+    vista = render_site("vista", tmp_path / "vista")  # every queue Grace (aarch64)
+    assert vista["arch"] == "aarch64" and vista["emulated"] is (machine == "x86_64")
+    command = vista["command"]
+    assert command[:2] == ["apptainer", "build"]
+    assert command[2 : 2 + len(cross_apptainer)] == cross_apptainer
+    # The SIF is named as the profile's [container] image, and the step places it there.
+    assert vista["target"].endswith("/lumberjack-site-aarch64.sif")
+    (place,) = vista["place"]
+    assert '"$WORK/lumberjack/image/lumberjack-site-aarch64.sif"' in place
+    podman = CliRunner().invoke(cli, ["sites", "image", "build", "--runtime", "podman-hpc",
+                                      "--arch", "aarch64", "--output", str(tmp_path / "p"),
+                                      "--dry-run", "--json"])  # fmt: skip
+    assert podman.exit_code == 0, podman.output
+    assert json.loads(podman.output)["command"][2 : 2 + len(cross_podman)] == cross_podman
+    # An x86_64 site's build on this machine stays as it was: no architecture flag.
+    stampede = render_site("stampede3", tmp_path / "s3")
+    assert stampede["arch"] == "X86_64" and stampede["target"].endswith("/lumberjack-site.sif")
+    assert ("--arch" in stampede["command"]) is (machine == "aarch64")
+
+
+def test_the_text_says_when_the_build_is_emulated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(site_image.platform, "machine", lambda: "x86_64")
+    result = CliRunner().invoke(cli, ["sites", "image", "build", "vista", "--output",
+                                      str(tmp_path / "v"), "--dry-run"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "recipe for apptainer (aarch64)" in result.output
+    assert "apptainer build --arch arm64 " in result.output
+    assert "aarch64 on this X86_64 machine: the setup runs under emulation" in result.output
+
+
+def mixed_profile() -> str:
+    """The testbed's profile as a site whose gpu queue is aarch64 (two architectures)."""
+    text = (site_image.RECIPE_DIR.parent.parent / "profiles/site-profiles/testbed.toml").read_text()
+    text = text.replace('name = "testbed"', 'name = "mixed"', 1)
+    return text.replace('name = "gpu"', 'name = "gpu"\narch = "aarch64"', 1)
+
+
+@pytest.mark.parametrize(
+    ("site", "arch", "message"),
+    [
+        ("stampede3", "aarch64", "site stampede3 has no aarch64 queue (its queues are X86_64)"),
+        ("mixed", None, "more than one architecture (X86_64: debug; aarch64: gpu); name one"),
+    ],
+)
+def test_an_architecture_the_site_lacks_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, site, arch, message
+) -> None:
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "mixed.toml").write_text(mixed_profile())
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(profiles))
+    out = tmp_path / "out"
+    args = [site, *(["--arch", arch] if arch else []), "--output", str(out), "--json"]
+    result = CliRunner().invoke(cli, ["sites", "image", "build", *args])
+    assert result.exit_code == 2, result.output
+    assert message in json.loads(result.output)["error"]
+    assert not out.exists()
+    # The mixed site builds either architecture when told which.
+    chosen = CliRunner().invoke(cli, ["sites", "image", "build", "mixed", "--arch", "aarch64",
+                                      "--output", str(out), "--dry-run", "--json"])  # fmt: skip
+    assert chosen.exit_code == 0, chosen.output
+    assert json.loads(chosen.output)["target"].endswith("lumberjack-site-aarch64.sif")

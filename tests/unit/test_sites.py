@@ -38,7 +38,8 @@ NEW_SITES = [
     "vista", "alps", "lumi", "leonardo", "deltaai", "jupiter", "juwels-booster", "marenostrum5",
 ]  # fmt: skip
 TESTBED_SITES = [
-    "testbed", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing", "testbed-nocontainer",
+    "testbed", "testbed-aarch64", "testbed-alloc", "testbed-mfa", "testbed-mfa-nosharing",
+    "testbed-nocontainer",
 ]  # fmt: skip
 
 
@@ -495,7 +496,8 @@ def test_runtime_none_ships_a_tarball(tmp_path, monkeypatch):
          "write e.g. max_running_jobs = 64"),
         ({"[container]": '[container]\nruntime = "shifter"'},
          'foo.toml: [container].runtime "shifter" is not one of the choices; '
-         'write "apptainer" or "singularity" or "podman-hpc" or "container-engine" or "none"'),
+         'write "apptainer" or "singularity" or "apptainer-emulated" or "podman-hpc" or '
+         '"container-engine" or "none"'),
         ({"[container]": '[container]\nruntime = "none"'},
          'foo.toml: [container] runtime "none" needs the HTCondor release tarball lumberjack '
          'ships to the site; add e.g. condor_tarball = "~/htcondor/condor-25.0.0-x86_64_x.tar.gz"'),
