@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TESTBED := $(PY) containers/testbed/testbed.py
 DOCKER_TIER := $(PY) containers/minicondor/engine.py
+# pytest-xdist: one worker per core for the unit tests (`make test UNIT_PARALLEL=` runs
+# them in one process).
+UNIT_PARALLEL ?= -n auto
 
 .PHONY: install test unit integration docker-test demo testbed-up testbed-down bench lint clean
 
@@ -17,13 +20,19 @@ install: $(VENV)/.installed
 
 # Unit tests, then the integration tests on real HTCondor daemons (builds the testbed once),
 # then the docker tier where a Docker engine can be started (else pytest says why not).
+# Two runs of pytest: the unit tests on every core (each test has its own temporary
+# directories), the tiers that share one testbed and its daemons one test at a time.
+# Both always run; make fails when either failed.
 test: install
 	$(TESTBED) build
 	$(DOCKER_TIER) install || echo "docker tier: cannot install a Docker engine here"
-	$(PY) -m pytest tests -ra --durations=25
+	status=0; \
+	$(PY) -m pytest tests/unit $(UNIT_PARALLEL) -ra --durations=25 || status=1; \
+	$(PY) -m pytest tests --ignore=tests/unit -ra --durations=25 || status=1; \
+	exit $$status
 
 unit: install
-	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/unit $(UNIT_PARALLEL) -q
 
 integration: install
 	$(TESTBED) build
