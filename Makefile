@@ -4,9 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TESTBED := $(PY) containers/testbed/testbed.py
 DOCKER_TIER := $(PY) containers/minicondor/engine.py
-# pytest-xdist: one worker per core for the unit tests (`make test UNIT_PARALLEL=` runs
-# them in one process).
-UNIT_PARALLEL ?= -n auto
+# The unit tests' pytest-xdist options: none by default (one process). On a machine whose
+# cores are otherwise idle, `make test UNIT_PARALLEL="-n auto --dist worksteal"` spreads
+# them over every core; on a busy shared machine two workers measured slower than one.
+UNIT_PARALLEL ?=
 
 .PHONY: install test unit integration docker-test demo testbed-up testbed-down bench lint clean
 
@@ -20,9 +21,9 @@ install: $(VENV)/.installed
 
 # Unit tests, then the integration tests on real HTCondor daemons (builds the testbed once),
 # then the docker tier where a Docker engine can be started (else pytest says why not).
-# Two runs of pytest: the unit tests on every core (each test has its own temporary
-# directories), the tiers that share one testbed and its daemons one test at a time.
-# Both always run; make fails when either failed.
+# Two runs of pytest: the unit tests (in parallel with UNIT_PARALLEL: each test has its
+# own temporary directories), then the tiers that share one testbed and its daemons, one
+# test at a time. Both always run; make fails when either failed.
 test: install
 	$(TESTBED) build
 	$(DOCKER_TIER) install || echo "docker tier: cannot install a Docker engine here"
