@@ -4,6 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TESTBED := $(PY) containers/testbed/testbed.py
 DOCKER_TIER := $(PY) containers/minicondor/engine.py
+# The unit tests' pytest-xdist options: none by default (one process). On a machine whose
+# cores are otherwise idle, `make test UNIT_PARALLEL="-n auto --dist worksteal"` spreads
+# them over every core; on a busy shared machine two workers measured slower than one.
+UNIT_PARALLEL ?=
 
 .PHONY: install test unit integration docker-test demo testbed-up testbed-down bench lint clean
 
@@ -17,13 +21,19 @@ install: $(VENV)/.installed
 
 # Unit tests, then the integration tests on real HTCondor daemons (builds the testbed once),
 # then the docker tier where a Docker engine can be started (else pytest says why not).
+# Two runs of pytest: the unit tests (in parallel with UNIT_PARALLEL: each test has its
+# own temporary directories), then the tiers that share one testbed and its daemons, one
+# test at a time. Both always run; make fails when either failed.
 test: install
 	$(TESTBED) build
 	$(DOCKER_TIER) install || echo "docker tier: cannot install a Docker engine here"
-	$(PY) -m pytest tests -ra --durations=25
+	status=0; \
+	$(PY) -m pytest tests/unit $(UNIT_PARALLEL) -ra --durations=25 || status=1; \
+	$(PY) -m pytest tests --ignore=tests/unit -ra --durations=25 || status=1; \
+	exit $$status
 
 unit: install
-	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/unit $(UNIT_PARALLEL) -q
 
 integration: install
 	$(TESTBED) build

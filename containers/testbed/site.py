@@ -50,6 +50,13 @@ MFA_SINGLE_PORT = 2224  # key + one-time code, one session at a time (no sharing
 PAM_SERVICE = "lumberjack-mfa"
 HOSTNAME = "hpc-login"
 SITE_USER = "hpcuser"
+#: PERIODIC_EXPR_INTERVAL of the pools lumberjack starts at the testbed site, set in the
+#: site account's SSH sessions as _CONDOR_PERIODIC_EXPR_INTERVAL: HTCondor reads
+#: _CONDOR_<KNOB> from its environment, which the agent, Apptainer and sbatch pass on.
+#: The testbed's own setting, never part of what lumberjack renders for a site. The
+#: schedd evaluates periodic_release/_hold/_remove every 5 s instead of HTCondor's 60:
+#: a test's held job is released within seconds, not up to a minute later.
+PERIODIC_EXPR_INTERVAL_S = 5
 SITE_UID = 4343
 NODES = ("c1", "c2", "c3")
 PARTITION = "debug"
@@ -458,7 +465,7 @@ PermitRootLogin no
 AllowUsers {SITE_USER}
 PrintMotd no
 Subsystem sftp internal-sftp
-SetEnv SLURM_CONF={self.slurm_conf}
+SetEnv SLURM_CONF={self.slurm_conf} _CONDOR_PERIODIC_EXPR_INTERVAL={PERIODIC_EXPR_INTERVAL_S}
 # sid's OpenSSH throttles a source after connections dropped before authentication
 # (the host-key refusal tests make them); every test comes from the same address.
 PerSourcePenalties no

@@ -58,7 +58,9 @@ def test_the_queue_lives_in_the_allocation_and_survives_a_killed_pilot(
     workspace: Path, state_dir: Path, at_site: list
 ) -> None:
     job_dir = make_job_dir(workspace)
-    jobs = 32  # 4 slots (2 nodes of 2 cores): 8 rounds of 10 s jobs
+    # 4 slots (2 nodes of 2 cores): 4 rounds of 10 s jobs, so that the kill finds jobs
+    # running and others waiting, and the next pilot still has rounds to run.
+    jobs = 16
     cluster = submit(job_dir, jobs, arguments="$(Process) 0 10")
     before = tree(job_dir)
     name = f"alloc-{uuid.uuid4().hex[:6]}"

@@ -92,7 +92,9 @@ def _doc_examples() -> list[Example]:
 
 
 def _help_examples() -> list[Example]:
-    for module in set(COMMAND_MODULES.values()):
+    # Sorted: the import order decides the commands' order, and so the tests' (pytest-xdist
+    # needs every worker to collect the same list).
+    for module in sorted(set(COMMAND_MODULES.values())):
         __import__(f"lumberjack.cli.{module}")
     examples = []
 

@@ -50,8 +50,15 @@ def plant_hostile(job: Path) -> dict[str, str]:
     (job / "bad\x1b[2Jname").write_bytes(b"evil")
     os.symlink("/etc/passwd", job / "link")
     os.mkfifo(job / "fifo")
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.bind(str(job / "sock"))
+    # Bound by a relative name: the full temporary path can pass AF_UNIX's 108 bytes
+    # (pytest-xdist adds a directory level per worker).
+    here = os.getcwd()
+    os.chdir(job)
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind("sock")
+    finally:
+        os.chdir(here)
     (job / "twin").write_bytes(b"twin")
     os.link(job / "twin", job / "twin2")
     os.mkdir(job / b"dir\xff".decode("utf-8", "surrogateescape"))
