@@ -91,6 +91,8 @@ def main(argv: list[str]) -> int:
             f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         ),
         "sections": sections,
+        # The machine is shared: how busy it was says how far the seconds can be trusted.
+        "load_at_start": round(os.getloadavg()[0], 2),
     }
     if ON_TESTBED & set(sections):
         # A testbed already up (shared with others) is used as it is; one started here
@@ -211,6 +213,11 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
     path = ROOT / "BENCHMARKS.md"
     old = path.read_text() if path.exists() else ""
     when = targets.measured_when(old, results["sections"], results["date"], results["machine"])
+    if "load_at_start" in results:
+        when += (
+            f"\nLoad average at the start of this run: {results['load_at_start']} (1 min): other"
+            " work shared the\nmachine, each baseline ran beside its measurement, under `nice`."
+        )
     path.write_text(
         f"""# Benchmarks
 
