@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -451,6 +452,18 @@ def _s(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds} s"
 
 
+def _schedd_cpu_text(rows: list[dict]) -> str:
+    """What the schedd's own CPU says, from the import rows."""
+    pairs = [(r["jobs"], r.get("bare_import_schedd_cpu_s"), r.get("lumberjack_import_schedd_cpu_s"))
+             for r in rows]  # fmt: skip
+    pairs = [(n, b, o) for n, b, o in pairs if b is not None and o is not None]
+    if not pairs:
+        return "The schedd's own CPU was not measured."
+    told = ", ".join(f"{o} s against {b} s at {n:,}" for n, b, o in pairs)
+    return (f"The schedd's own CPU in lumberjack's call against the bare one: {told} (the "
+            "same merge: what differs is lumberjack's side).")  # fmt: skip
+
+
 def import_parts_text(results: dict) -> str:
     """Where import's own time goes, part by part, and the floor it cannot go under."""
     bare = {r["jobs"]: r["bare_import_s"] for r in results["rows"]}
@@ -481,6 +494,21 @@ def import_parts_text(results: dict) -> str:
     own = ", ".join(f"{round(m['import_s'] / bare[m['jobs']], 2)}x at {m['jobs']:,}"
                     for m in measured)  # fmt: skip
     table = "\n".join(lines)
+    last = measured[-1]
+    largest = max(last["import_parts"], key=lambda k: last["import_parts"][k])
+    share = last["import_parts"][largest] / last["import_s"]
+    cpu = _schedd_cpu_text(results["rows"])
+    why = textwrap.fill(f"""Why 1.5x is not reached: the bare call is the schedd reading one
+log in C++ and merging it. Lumberjack must read two (the queue as it left, to tell the site's results from its
+changes, and the returned one, checked as hostile input) in Python before the same call,
+and start an interpreter. Those alone, with the schedd's call, come to {floors} of the
+bare call, before any path is put back or any result checked; its whole own work is
+{own} of the bare call, where 0.5x is the most 1.5x leaves. {cpu} Each part was cut
+before (one pass per log, the work on attribute names once per shape of ad, each
+result's check remembered, no cyclic collector); the largest, {largest}, is
+{share:.0%} of the own work at {last["jobs"]:,} jobs, so no single change gets there.
+What would: reading the two logs in C++ (the bindings have no reader of a
+job_queue.log), or the schedd checking what it merges, which it does not do.""", width=92)
     return f"""Where lumberjack's part goes: its own work (everything before the schedd's call) in a
 fresh process on the same queue cloned to each size (bench_export_import.memory_child:
 importer's steps each timed by a clock around it, no profiler), against the bare call of
@@ -488,18 +516,7 @@ that size:
 
 {table}
 
-Why 1.5x is not reached: the bare call is the schedd reading one log in C++ and merging
-it. Lumberjack must read two (the queue as it left, to tell the site's results from its
-changes, and the returned one, checked as hostile input) in Python before the same call,
-and start an interpreter. Those alone, with the schedd's call, come to {floors} of the
-bare call, before any path is put back or any result checked; its whole own work is
-{own} of the bare call, where 0.5x is the most 1.5x leaves. The schedd's own CPU in
-lumberjack's call is the bare call's (the columns above): the schedd is not the
-difference. Each part was cut before (one pass per log, the work on attribute names once
-per shape of ad, each result's check remembered, no cyclic collector); no part is more
-than a third, so no single change gets there. What would: reading the returned log in
-C++ (the bindings have no reader of a job_queue.log), or the schedd checking what it
-merges, which it does not do.
+{why}
 """
 
 
