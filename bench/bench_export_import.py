@@ -498,17 +498,21 @@ def import_parts_text(results: dict) -> str:
     largest = max(last["import_parts"], key=lambda k: last["import_parts"][k])
     share = last["import_parts"][largest] / last["import_s"]
     cpu = _schedd_cpu_text(results["rows"])
-    why = textwrap.fill(f"""Why 1.5x is not reached: the bare call is the schedd reading one
-log in C++ and merging it. Lumberjack must read two (the queue as it left, to tell the site's results from its
-changes, and the returned one, checked as hostile input) in Python before the same call,
-and start an interpreter. Those alone, with the schedd's call, come to {floors} of the
-bare call, before any path is put back or any result checked; its whole own work is
-{own} of the bare call, where 0.5x is the most 1.5x leaves. {cpu} Each part was cut
-before (one pass per log, the work on attribute names once per shape of ad, each
-result's check remembered, no cyclic collector); the largest, {largest}, is
-{share:.0%} of the own work at {last["jobs"]:,} jobs, so no single change gets there.
-What would: reading the two logs in C++ (the bindings have no reader of a
-job_queue.log), or the schedd checking what it merges, which it does not do.""", width=92)
+    why = textwrap.fill(
+        "Why 1.5x is not reached: the bare call is the schedd reading one log in C++ and "
+        "merging it. Lumberjack must read two (the queue as it left, to tell the site's "
+        "results from its changes, and the returned one, checked as hostile input) in "
+        f"Python before the same call, and start an interpreter. Those alone, with the "
+        f"schedd's call, come to {floors} of the bare call, before any path is put back or "
+        f"any result checked; its whole own work is {own} of the bare call, where 0.5x is "
+        f"the most 1.5x leaves. {cpu} Each part was cut before (one pass per log, the work "
+        "on attribute names once per shape of ad, each result's check remembered, no cyclic "
+        f"collector); the largest, {largest}, is {share:.0%} of the own work at "
+        f"{last['jobs']:,} jobs, so no single change gets there. What would: reading the two "
+        "logs in C++ (the bindings have no reader of a job_queue.log), or the schedd "
+        "checking what it merges, which it does not do.",
+        width=92,
+    )
     return f"""Where lumberjack's part goes: its own work (everything before the schedd's call) in a
 fresh process on the same queue cloned to each size (bench_export_import.memory_child:
 importer's steps each timed by a clock around it, no profiler), against the bare call of
