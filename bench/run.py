@@ -100,8 +100,9 @@ def main(argv: list[str]) -> int:
         started_here = not (testbed.ACCESS_POINT.is_running() and testbed.site().is_running())
         os.environ.update(testbed.up() if started_here else testbed.env())
         os.environ["PYTHONPATH"] = str(ROOT)
-        work = owned_dir(testbed.testbed_dir() / "work" / "bench")
-        os.environ["LUMBERJACK_STATE_DIR"] = str(testbed.root_state_dir("bench"))
+        # Of this run alone: two runs of different sections may share the testbed.
+        work = owned_dir(testbed.testbed_dir() / "work" / f"bench-{os.getpid()}")
+        os.environ["LUMBERJACK_STATE_DIR"] = str(testbed.root_state_dir(f"bench-{os.getpid()}"))
         try:
             if "export" in sections:
                 results["export"] = bench_export_import.run(work / "export")
