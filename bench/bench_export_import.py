@@ -468,21 +468,25 @@ def import_parts_text(results: dict) -> str:
     """Where import's own time goes, part by part, and the floor it cannot go under."""
     bare = {r["jobs"]: r["bare_import_s"] for r in results["rows"]}
     startup = next((r["startup_s"] for r in results["rows"] if "startup_s" in r), None)
-    measured = [m for m in results["memory"] if "import_parts" in m and m["jobs"] in bare]
+    shown = [m for m in results["memory"] if "import_parts" in m]
+    measured = [m for m in shown if m["jobs"] in bare]  # with a bare call of that size
     if not measured or startup is None:
         return "(No part-by-part timing of the import in this run.)"
     labels = list(measured[0]["import_parts"])
 
     def row(label: str, cell: Callable[[dict], str]) -> str:
-        return f"| {label} | " + " | ".join(cell(m) for m in measured) + " |"
+        return f"| {label} | " + " | ".join(cell(m) for m in shown) + " |"
 
     lines = [
         row("part", lambda m: f"{m['jobs']:,} jobs"),
-        "|---|" + "---:|" * len(measured),
+        "|---|" + "---:|" * len(shown),
         row("start-up (`import --help`, best of 3)", lambda m: f"{startup} s"),
         *(row(label, lambda m, label=label: f"{m['import_parts'][label]} s") for label in labels),
         row("**lumberjack's own work, all of it**", lambda m: f"**{m['import_s']} s**"),
-        row("the bare call (the row above)", lambda m: f"{bare[m['jobs']]} s"),
+        row(
+            "the bare call (the rows above)",
+            lambda m: f"{bare[m['jobs']]} s" if m["jobs"] in bare else "not in this run",
+        ),
     ]
 
     def floor(m: dict) -> float:
