@@ -388,6 +388,7 @@ class Pool:
     execute: bool = False  # the access point has no startd: exported jobs must stay idle
     spool: Path | None = None
     host: str | None = None  # its host name (default: its name), resolved by write_hosts
+    extra_config: str = ""  # lines after the pool's own (a later setting wins)
 
     @property
     def root(self) -> Path:
@@ -496,7 +497,7 @@ PREEMPT = FALSE
 KILL = FALSE
 JOB_RENICE_INCREMENT = 0
 MAIL = /bin/true
-"""
+{self.extra_config}"""
         )
         self.client_config.write_text(
             f"""# host-side client of testbed pool {self.name}

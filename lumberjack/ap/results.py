@@ -150,26 +150,37 @@ def _results_in(names: tuple[str, ...], allowed: frozenset[str]) -> tuple[tuple[
 _checked = functools.lru_cache(maxsize=1 << 16)(result_attrs.checked)
 
 
+@functools.lru_cache(maxsize=1024)
+def _first_spellings(names: tuple[str, ...]) -> dict[str, str]:
+    """Case-folded name -> its first spelling among ``names`` (as Ad.get finds it): the
+    same for every ad of one shape, so worked out once per shape. Never written to."""
+    index: dict[str, str] = {}
+    for name in names:
+        index.setdefault(_fold(name), name)
+    return index
+
+
 class _Spellings:
     """Ad.get and Ad.set on an ad's attributes, each case-folded name looked up once per
-    ad instead of once per call (a job's results are mostly attributes it lacks)."""
+    shape of ad instead of once per call (a job's results are mostly attributes it lacks)."""
 
     def __init__(self, attrs: dict[str, str]) -> None:
         self.attrs = attrs
-        self.index: dict[str, str] = {}
-        for name in attrs:
-            self.index.setdefault(_fold(name), name)  # the first, as Ad.get's
+        self.index = _first_spellings(tuple(attrs))  # shared by every ad of this shape
+        self.added: dict[str, str] = {}  # names set here that the ad lacked
 
     def get(self, name: str) -> str | None:
         value = self.attrs.get(name)
         if value is not None:
             return value
-        spelled = self.index.get(_fold(name))
+        folded = _fold(name)
+        spelled = self.index.get(folded) or self.added.get(folded)
         return None if spelled is None else self.attrs[spelled]
 
     def set(self, name: str, value: str) -> None:
         if name not in self.attrs:
-            name = self.index.setdefault(_fold(name), name)
+            folded = _fold(name)
+            name = self.index.get(folded) or self.added.setdefault(folded, name)
         self.attrs[name] = value
 
 

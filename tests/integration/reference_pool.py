@@ -24,11 +24,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def reference_pool() -> Iterator[testbed.Pool]:
-    """A started reference pool; stopped (by PID) and removed on the way out."""
+def reference_pool(extra_config: str = "") -> Iterator[testbed.Pool]:
+    """A started reference pool (``extra_config``: lines after its own, such as its
+    slots for a benchmark); stopped (by PID) and removed on the way out."""
     pool = testbed.Pool(
         f"{testbed.REFERENCE_HOST}-{os.getpid()}", free_port(), execute=True,
-        host=testbed.REFERENCE_HOST,
+        host=testbed.REFERENCE_HOST, extra_config=extra_config,
     )  # fmt: skip
     try:
         pool.start(testbed.rootfs_path())

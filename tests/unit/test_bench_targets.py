@@ -62,3 +62,28 @@ def test_the_header_keeps_the_date_of_each_section_not_rerun() -> None:
     assert targets.measured_when("", ["run"], "2026-11-26 15:59") == (
         "Measured by `make bench` (section: run) on 2026-11-26 15:59"
     )
+
+
+def imports(*ratios: tuple[int, float]) -> dict:
+    other = {"export_ratio": 1.2, "export_peak_mib": 900, "import_peak_mib": 800}
+    rows = [{"jobs": jobs, "import_ratio": r, **other} for jobs, r in ratios]
+    return {"export": {"rows": rows}}
+
+
+def test_the_import_row_is_met_only_when_10000_and_100000_jobs_both_are() -> None:
+    assert row(targets.markdown(imports((10_000, 1.4), (100_000, 1.5))), "P7").endswith("| met |")
+    missed = row(targets.markdown(imports((10_000, 1.4), (100_000, 1.6))), "P7")
+    assert "1.40x / 1.60x" in missed and missed.endswith("**not met** |")
+    assert "import 10,000 jobs" in row(targets.markdown(imports((10_000, 1.4))), "P7")
+
+
+def test_run_wait_is_judged_against_the_plain_pool_when_one_ran() -> None:
+    run = {"jobs": 200, "job_s": 1, "seconds": 90.0, "ideal_s": 33.3, "goal_s": 63.3}
+    against = {**run, "ratio_vs_plain_pool": 1.13, "plain_pool": {"seconds": 80.0},
+               "rounds": [{}, {}, {}]}  # fmt: skip
+    text = row(targets.markdown({"run": against}), "P8")
+    assert "1.13x (median of 3: 90.0 s / 80.0 s)" in text and text.endswith("| met |")
+    slower = row(targets.markdown({"run": {**against, "ratio_vs_plain_pool": 1.25}}), "P8")
+    assert slower.endswith("**not met** |")
+    # A run without the plain pool (older results) keeps its goal in seconds.
+    assert "≤ 63.3 s" in row(targets.markdown({"run": run}), "P8")
