@@ -35,6 +35,7 @@ from lumberjack.ap.output_writer import (
     CannotPlace,
     JobPlan,
     PlacedJournal,
+    append_events,
     place_job,
     read_placed,
 )
@@ -457,22 +458,22 @@ def run_import(
     state_dir = private_dir(work_dir / "import-state")
     placed = read_placed(state_dir)
     homecoming = checkpoint_home.Homecoming(schedd, local_spool, report)
+    held: dict[str, CannotPlace] = {}
     with PlacedJournal(state_dir / PLACED) as journal:
         for plan in plans:
             if plan.paths.job_id in placed:
                 continue
             homecoming.bring(plan, acting, spool_reader)  # before the job is recorded placed
             try:
-                done = place_job(
-                    plan, state_dir, acting, manifest.owner, spool_reader, after_append
-                )
+                done = place_job(plan, state_dir, acting, manifest.owner, spool_reader,
+                                 after_append, with_events=False)  # fmt: skip
             except CannotPlace as exc:
                 hold(merge, plan.paths.job_id, exc)
                 report.held[plan.paths.job_id] = exc.reason
+                held[plan.paths.job_id] = exc
                 continue
             report.files_placed += done.files
             report.bytes_placed += done.bytes
-            report.events_appended += done.events
             journal.add(plan.paths.job_id)
             crash_point("import.mid-placement")
     report.completed = merge.completed
@@ -486,7 +487,32 @@ def run_import(
             else:  # the schedd opens the queue as whom it authenticates: the owner
                 args = {"location": schedd.location, "import_dir": str(merge_dir), "wake": wake}
                 as_user.call_as(manifest.owner, import_as_owner, args)
+    _log_events(plans, held, state_dir, acting, manifest.owner, report, after_append)
     return report
+
+
+def _log_events(
+    plans: list[JobPlan],
+    held: Mapping[str, CannotPlace],
+    state_dir: Path,
+    acting: Owner | None,
+    owner_name: str,
+    report: ImportReport,
+    after_append: Callable[[], None] | None,
+) -> None:
+    """The user logs' events last, once the schedd has the jobs' new states: whoever
+    reads a log (DAGMan) acts on a job's end only when the local queue has it too.
+    Before, DAGMan could read a terminate event, abort its DAG and condor_rm a job the
+    queue still had as exported: an aborted event after the terminated one, never seen
+    in a plain pool. Each appended once (userlog.append_once), also for jobs placed
+    before a crash."""
+    for plan in plans:
+        logged = append_events(
+            plan, state_dir, acting, owner_name, held.get(plan.paths.job_id), after_append
+        )
+        report.events_appended += logged.events
+        report.files_placed += logged.files
+        report.bytes_placed += logged.bytes
 
 
 def _planned_report(
