@@ -5,10 +5,12 @@ What comes back from a site is untrusted input. Everything is checked and planne
 the size caps, every output lands inside the job's original directories); only then does
 anything change. The queue handed to the schedd is the access point's own copy of each
 job plus its results (results.py); ads the site added and attributes it changed are
-reported, never merged. Outputs are placed (safe_write.py) and events appended
-(userlog.py) before the schedd merges the ads, and each step is recorded, so a crash
-anywhere is finished by running import again: no output missed, no event appended
-twice, no job merged twice (the schedd only merges jobs still managed externally).
+reported, never merged. Outputs are placed (safe_write.py) before the schedd merges
+the ads, and events appended (userlog.py) after it, so that a log reader (DAGMan)
+never acts on a job's end while the local queue still has it exported; each step is
+recorded, so a crash anywhere is finished by running import again: no output missed,
+no event appended twice, no job merged twice (the schedd only merges jobs still
+managed externally).
 """
 
 from __future__ import annotations
