@@ -112,7 +112,7 @@ def dag_runs(access_point: testbed.Pool, site: Any) -> Iterator[DagRuns]:
     clusters: dict[str, int] = {}
     try:
         lumberjack("lease", "create", lease, "--site", "testbed", "--nodes", "1", "--cores",
-                   "2", "--walltime", "20m", "--idle-shutdown", "5m", "--owner",
+                   "2", "--walltime", "20m", "--idle-shutdown", "15m", "--owner",
                    testbed.SUBMITTER, "--json")  # fmt: skip
         with reference_pool() as pool:
             ref_env = pool.client_env_of(testbed.SUBMITTER)
