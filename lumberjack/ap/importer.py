@@ -439,8 +439,7 @@ def run_import(
     as this process; an owner's bundle or handed-in spool as that user). ``work_dir``:
     this account's private import state (journals, the schedd's copy of the queue).
     ``read``: the manifest as the caller read it, checked against ``manifest_sha256``.
-    ``local_spool``: where unfinished jobs' checkpoints go (None: the schedd's SPOOL);
-    ``removed_at_home``, ``over_cap``: as plan_import's.
+    ``local_spool``: unfinished jobs' checkpoints go there (None: the schedd's SPOOL).
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
@@ -467,8 +466,9 @@ def run_import(
                 continue
             homecoming.bring(plan, acting, spool_reader)  # before the job is recorded placed
             try:
+                early = _removed(plan, removed_at_home)
                 done = place_job(plan, state_dir, acting, manifest.owner, spool_reader,
-                                 after_append, with_events=False)  # fmt: skip
+                                 after_append, with_events=early)  # fmt: skip
             except CannotPlace as exc:
                 hold(merge, plan.paths.job_id, exc)
                 report.held[plan.paths.job_id] = exc.reason
@@ -476,6 +476,7 @@ def run_import(
                 continue
             report.files_placed += done.files
             report.bytes_placed += done.bytes
+            report.events_appended += done.events
             journal.add(plan.paths.job_id)
             crash_point("import.mid-placement")
     report.completed = merge.completed
@@ -493,6 +494,12 @@ def run_import(
     return report
 
 
+def _removed(plan: JobPlan, removed_at_home: frozenset[str]) -> bool:
+    """A removed job's end is the aborted event the local schedd writes as the merge
+    lets it go: its site events go to the log before the merge (the others' after)."""
+    return plan.status is JobStatus.REMOVED or plan.paths.job_id in removed_at_home
+
+
 def _log_events(
     plans: list[JobPlan],
     held: Mapping[str, CannotPlace],
@@ -503,7 +510,8 @@ def _log_events(
     after_append: Callable[[], None] | None,
 ) -> None:
     """The user logs' events last, once the schedd has the jobs' new states: whoever
-    reads a log (DAGMan) acts on a job's end only when the local queue has it too.
+    reads a log (DAGMan) acts on a job's end only when the local queue has it too
+    (a removed job's were appended before the merge, and are not appended again).
     Before, DAGMan could read a terminate event, abort its DAG and condor_rm a job the
     queue still had as exported: an aborted event after the terminated one, never seen
     in a plain pool. Each appended once (userlog.append_once), also for jobs placed
