@@ -28,6 +28,7 @@ from lumberjack.ap.job_attrs import (
     CONTAINER_IMAGE,
     CONTAINER_IMAGE_FULL_PATH,
     CONTROL_ATTRS,
+    DAGMAN_NODES_MASK,
     IWD,
     REFUSED_ATTRS,
     REWRITTEN_ATTRS,
@@ -53,7 +54,8 @@ EXPORTABLE_UNIVERSES = {5}  # vanilla (containers are vanilla jobs with an image
 RUNTIME_ATTRS = ("RequestRuntime", "MaxRuntime", "JobDurationLimit", "AllowedJobDuration")
 #: Every attribute rewrite_job reads: a job's rewrite is a function of their texts, the
 #: local Iwd and (for local container images) the images' digests.
-PATH_MAP_ATTRS = (*REWRITTEN_ATTRS, *CONTROL_ATTRS, *REFUSED_ATTRS, CONTAINER_IMAGE_FULL_PATH)
+PATH_MAP_ATTRS = (*REWRITTEN_ATTRS, *CONTROL_ATTRS, *REFUSED_ATTRS, CONTAINER_IMAGE_FULL_PATH,
+                  DAGMAN_NODES_MASK)  # fmt: skip
 # What a planned rewrite is checked against in the exported log: the Iwd comes apart
 # (the schedd's export points the proc's Iwd at its spool; the plan's local Iwd is used).
 _COMPARED = tuple(a.lower() for a in PATH_MAP_ATTRS if a != IWD)

@@ -20,6 +20,8 @@ TRANSFER_OUTPUT = "TransferOutput"
 TRANSFER_OUTPUT_REMAPS = "TransferOutputRemaps"
 USER_LOG = "UserLog"
 DAGMAN_NODES_LOG = "DAGManNodesLog"
+#: The event numbers DAGMan wants in its nodes log (the schedd writes only those there).
+DAGMAN_NODES_MASK = "DAGManNodesMask"
 OUTPUT_DESTINATION = "OutputDestination"
 TRANSFER_PLUGINS = "TransferPlugins"
 TRANSFER_EXECUTABLE = "TransferExecutable"

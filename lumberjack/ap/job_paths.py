@@ -55,6 +55,8 @@ class JobPaths(JsonRecord):
     err: Optional[str] = None
     user_log: Optional[str] = None
     dagman_nodes_log: Optional[str] = None
+    # the event numbers DAGManNodesLog takes (DAGManNodesMask), None: every event
+    dagman_nodes_mask: Optional[list[int]] = None
     remaps: list[tuple[str, str]] = field(default_factory=list)
     # original TransferOutput expression text (not rewritten; the site's copy is not trusted)
     transfer_output: Optional[str] = None

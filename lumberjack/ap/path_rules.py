@@ -38,6 +38,7 @@ from lumberjack.ap.file_lists import parse_remaps, remap_name, split_file_list
 from lumberjack.ap.job_attrs import (
     CMD,
     DAGMAN_NODES_LOG,
+    DAGMAN_NODES_MASK,
     IWD,
     REFUSED_ATTRS,
     SHOULD_TRANSFER_FILES,
@@ -171,6 +172,18 @@ def rewrite_logs(
     if dag_log is not None:
         rw.set(DAGMAN_NODES_LOG, _UNDEFINED)
     return user_log_local, dag_log_local
+
+
+def nodes_mask(rw: ProcRewriter) -> Optional[list[int]]:
+    """The event numbers DAGMan asked for in its nodes log (DAGManNodesMask, "0,1,2,..."),
+    None when unset or not a list of numbers (then every event goes there, as before)."""
+    text = rw.string(DAGMAN_NODES_MASK)
+    if not text:
+        return None
+    numbers = [part.strip() for part in text.split(",")]
+    if not all(n.isdigit() and len(n) <= 3 for n in numbers):
+        return None
+    return sorted({int(n) for n in numbers})
 
 
 def rewrite_remaps(rw: ProcRewriter) -> list[tuple[str, str]]:

@@ -73,6 +73,7 @@ def rewrite_job(
         err=err,
         user_log=user_log,
         dagman_nodes_log=dagman_nodes_log,
+        dagman_nodes_mask=path_rules.nodes_mask(rw) if dagman_nodes_log else None,
         remaps=remaps,
         transfer_output=rw.ads.text(TRANSFER_OUTPUT),
         preserve_relative_paths=preserve,

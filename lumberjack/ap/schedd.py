@@ -38,6 +38,7 @@ JOB_PROJECTION = list(dict.fromkeys([
     "JobDurationLimit", "AllowedJobDuration", "RequestCpus", "RequestMemory",
     "RequestDisk", "RequestGPUs", "JobBatchName", "QDate", "ShouldTransferFiles",
     "SingularityImage", "ContainerImageFullPath", "TransferContainer", "DAGManNodesLog",
+    "DAGManNodesMask",
     "TransferPlugins", "PreserveRelativePaths", *CHANNEL_ATTRS,
 ]))  # fmt: skip
 

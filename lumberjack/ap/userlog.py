@@ -174,6 +174,20 @@ def held_events(
     return kept + added.encode("utf-8", "replace")
 
 
+def masked(data: bytes, mask: list[int] | None) -> bytes:
+    """Of well-formed events (filter_events' or held_events' data), those whose event
+    number is in `mask`: what the schedd writes to a DAG's nodes log (DAGManNodesMask;
+    DAGMan leaves out e.g. file transfer events). None: all of them."""
+    if mask is None:
+        return data
+    wanted = {b"%03d" % n for n in mask}
+    return b"".join(e for e in _EVENT_END.split(data) if e and e[:3] in wanted)
+
+
+#: Between two events: a split here keeps each event's closing "..." line with it.
+_EVENT_END = re.compile(rb"(?<=\n\.\.\.\n)")
+
+
 # ------------------------------------------------------------------- appending once
 
 

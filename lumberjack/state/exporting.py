@@ -14,6 +14,7 @@ from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LumberjackError
 from lumberjack.host.identity import owner_of
+from lumberjack.state import queue_commands
 from lumberjack.state.ledger import Ledger
 
 
@@ -73,8 +74,18 @@ def run_export(
             rollback(schedd, ledger, plan.name, plan.clusters, reason=str(exc))
             raise
         ledger.move(plan.name, "export")
+        _edits_from_here(schedd, ledger, plan.name)
         # 1 when the schedd answered too late and the export was read from its state
         return {**written, "schedd_answered_late": int(result.settled)}
+
+
+def _edits_from_here(schedd: LocalSchedd, ledger: Ledger, name: str) -> None:
+    """Edits of the exported jobs count from now (queue_commands.remember_as_exported).
+    A failure here costs only that: the first sync after launch takes the baseline."""
+    try:
+        queue_commands.remember_as_exported(ledger, schedd, ledger.get(name))
+    except (LumberjackError, OSError):
+        pass
 
 
 SETTLED = (

@@ -73,6 +73,18 @@ def _save(ledger: Ledger, name: str, memory: home_queue.Forwarded) -> None:
     temporary.replace(path)
 
 
+def remember_as_exported(ledger: Ledger, schedd: Any, record: ExportRecord) -> None:
+    """The jobs' texts as export left them: the baseline of edits, so that a condor_qedit
+    made while the export is exported, shipped or launched (before the first sync that
+    asks the site) reaches the site too. Without it the baseline would be the jobs as
+    that first sync found them, the edit already in."""
+    memory = home_queue.Forwarded()
+    for job, texts in local_jobs(schedd, record).items():
+        if texts.get("Managed") == EXTERNAL:
+            memory.remember(job, texts)
+    _save(ledger, record.name, memory)
+
+
 def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> Acted | None:
     """This round's commands of the local queue, taken at the site (see the module);
     None when there were none."""

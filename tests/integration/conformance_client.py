@@ -9,6 +9,8 @@ both runs are submitted and read by the same code:
         -> {"cluster": [{"ad": {..}, "in_queue": bool}, ..], ..}
     python conformance_client.py remove '[cluster, ..]'
         -> {"removed": N}: the clusters' jobs left in the queue (held, left in queue)
+    python conformance_client.py remove_where '"constraint"'
+        -> {"removed": N}: the jobs the constraint matches (a DAG's held node)
 """
 
 from __future__ import annotations
@@ -79,6 +81,13 @@ def main(argv: list[str]) -> int:
         constraint = " || ".join(f"ClusterId == {int(c)}" for c in argument) or "false"
         result = schedd().act(htcondor2.JobAction.Remove, constraint)
         print(json.dumps({"removed": result.get("TotalSuccess", 0)}))
+    elif command == "remove_where":  # the schedd refuses an action that matches no job
+        the_schedd = schedd()
+        ids = [f"{ad['ClusterId']}.{ad['ProcId']}"
+               for ad in the_schedd.query(str(argument), ["ClusterId", "ProcId"])]  # fmt: skip
+        if ids:
+            the_schedd.act(htcondor2.JobAction.Remove, ids)
+        print(json.dumps({"removed": len(ids)}))
     elif command == "snapshot":
         print(json.dumps(snapshot(argument["clusters"], argument["attrs"])))
     else:

@@ -36,6 +36,7 @@ from conformance_cases import (
     Case,
     all_cases,
     differences,
+    event_sequence,
     observed,
     settled,
 )
@@ -254,5 +255,9 @@ def test_a_job_over_the_return_cap_comes_home_held_and_the_rest_with_it(runs: Ru
     cluster = ad["ClusterId"]
     events = events_of(runs.over_cap_dir / "job.log", cluster, 0)
     assert events[-1] == "ULOG_JOB_HELD" and "ULOG_JOB_TERMINATED" not in events, events
+    # HTCondor's own hold of a job whose output is over its limit, event by event: the
+    # error (021), the eviction (004) and the hold (012), as the reference pool wrote them.
+    (reference,) = runs.reference["max_transfer_output"].values()
+    assert event_sequence(events) == reference[EVENTS], (events, reference[EVENTS])
     # ... and every case came home: each case's jobs were compared above
     assert all(runs.lumberjack[case.name] for case in CASES)

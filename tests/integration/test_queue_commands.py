@@ -3,7 +3,8 @@ forwards them: condor_rm, condor_hold, condor_release and condor_qedit of export
 act on their copies at the site at the next sync; an edit the site must not take holds
 the job at home (and keeps the export waiting for a release, as a policy's hold would);
 condor_q at home shows where each job is; a job removed at home leaves the queue removed
-with one aborted event in its user log. One export of four jobs, one command each.
+with one aborted event in its user log; an edit made before the first sync reaches the
+site too. One export of four jobs, one command each.
 
 The same journey records every message that crosses the SSH link (the plans the access
 point writes, the agent's answers) and decodes each through the contract, strictly."""
@@ -87,6 +88,9 @@ def test_queue_commands_reach_the_site(
     lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--nodes", "1",
                "--walltime", "15m", "--name", name)  # fmt: skip
     at_site.append(name)
+    # An edit made while the export is only exported (before any sync) reaches the site
+    # too: edits count from the export, not from the first sync after launch.
+    _schedd().edit([jobs[2]], "EarlyTag", '"edited before launch"')
     t0 = time.monotonic()
     _sync_until(name, lambda: Ledger().get(name).phase == "running", "running")
     print(f"running after {time.monotonic() - t0:.0f} s")
@@ -119,6 +123,7 @@ def test_queue_commands_reach_the_site(
     assert there[jobs[1]].get("JobStatus") == "5"
     assert unquote_string(there[jobs[1]].get("HoldReason") or "").startswith(HOLD_REASON)
     assert there[jobs[2]].get("MyTag") == '"edited at home"'
+    assert there[jobs[2]].get("EarlyTag") == '"edited before launch"', there[jobs[2]].attrs
     assert there[jobs[3]].get("Out") != '"elsewhere.out"'
     assert there[jobs[3]].get("JobStatus") == "5"
     (refused,) = query(f"ClusterId == {cluster} && ProcId == 3", ["JobStatus", "HoldReason"])

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo b exits 3
+exit 3

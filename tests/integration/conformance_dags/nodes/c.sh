@@ -1,0 +1,3 @@
+#!/bin/sh
+echo c exits 7
+exit 7

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo d dies by SIGTERM
+kill -TERM $$

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo e exits 2
+exit 2
