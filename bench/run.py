@@ -224,11 +224,12 @@ bench/bench_jobqueuelog.py); best of {log["repeat"]} runs of each operation.
     path = ROOT / "BENCHMARKS.md"
     old = path.read_text() if path.exists() else ""
     when = targets.measured_when(old, results["sections"], results["date"], results["machine"])
-    if "load_at_start" in results:
-        when += (
-            f"\nLoad average at the start of this run: {results['load_at_start']} (1 min): other"
-            " work shared the\nmachine, each baseline ran beside its measurement, under `nice`."
-        )
+    load = (
+        f"\nLoad average at the start of this run: {results['load_at_start']} (1 min): other"
+        " work shared the\nmachine; each baseline ran beside its measurement, under `nice`.\n"
+        if "load_at_start" in results
+        else ""
+    )
     path.write_text(
         f"""# Benchmarks
 
@@ -237,7 +238,7 @@ on the testbed's real HTCondor schedd. Machines are shared and noisy: compare th
 not the seconds. Rerun everything with `make bench`, or some sections with
 `python bench/run.py export log` (export, log, shipping, launch, sync, run, many; a section not
 rerun keeps its text below); raw numbers in bench/results/latest.json (not committed).
-
+{load}
 {body.rstrip()}
 """
     )
