@@ -5,12 +5,10 @@ What comes back from a site is untrusted input. Everything is checked and planne
 the size caps, every output lands inside the job's original directories); only then does
 anything change. The queue handed to the schedd is the access point's own copy of each
 job plus its results (results.py); ads the site added and attributes it changed are
-reported, never merged. Outputs are placed (safe_write.py) before the schedd merges
-the ads, and events appended (userlog.py) after it, so that a log reader (DAGMan)
-never acts on a job's end while the local queue still has it exported; each step is
-recorded, so a crash anywhere is finished by running import again: no output missed,
-no event appended twice, no job merged twice (the schedd only merges jobs still
-managed externally).
+reported, never merged. Outputs are placed (safe_write.py) and events appended
+(userlog.py) before the schedd merges the ads, and each step is recorded, so a crash
+anywhere is finished by running import again: no output missed, no event appended
+twice, no job merged twice (the schedd only merges jobs still managed externally).
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ from lumberjack.ap.output_writer import (
     CannotPlace,
     JobPlan,
     PlacedJournal,
-    append_events,
     place_job,
     read_placed,
 )
@@ -440,7 +437,8 @@ def run_import(
     as this process; an owner's bundle or handed-in spool as that user). ``work_dir``:
     this account's private import state (journals, the schedd's copy of the queue).
     ``read``: the manifest as the caller read it, checked against ``manifest_sha256``.
-    ``local_spool``: unfinished jobs' checkpoints go there (None: the schedd's SPOOL).
+    ``local_spool``: where unfinished jobs' checkpoints go (None: the schedd's SPOOL);
+    ``removed_at_home``, ``over_cap``: as plan_import's.
     """
     manifest, merge, plans = plan_import(
         bundle_dir, spool, manifest_sha256=manifest_sha256, limits=limits, read=read,
@@ -460,20 +458,18 @@ def run_import(
     state_dir = private_dir(work_dir / "import-state")
     placed = read_placed(state_dir)
     homecoming = checkpoint_home.Homecoming(schedd, local_spool, report)
-    held: dict[str, CannotPlace] = {}
     with PlacedJournal(state_dir / PLACED) as journal:
         for plan in plans:
             if plan.paths.job_id in placed:
                 continue
             homecoming.bring(plan, acting, spool_reader)  # before the job is recorded placed
             try:
-                early = _removed(plan, removed_at_home)
-                done = place_job(plan, state_dir, acting, manifest.owner, spool_reader,
-                                 after_append, with_events=early)  # fmt: skip
+                done = place_job(
+                    plan, state_dir, acting, manifest.owner, spool_reader, after_append
+                )
             except CannotPlace as exc:
                 hold(merge, plan.paths.job_id, exc)
                 report.held[plan.paths.job_id] = exc.reason
-                held[plan.paths.job_id] = exc
                 continue
             report.files_placed += done.files
             report.bytes_placed += done.bytes
@@ -491,39 +487,7 @@ def run_import(
             else:  # the schedd opens the queue as whom it authenticates: the owner
                 args = {"location": schedd.location, "import_dir": str(merge_dir), "wake": wake}
                 as_user.call_as(manifest.owner, import_as_owner, args)
-    _log_events(plans, held, state_dir, acting, manifest.owner, report, after_append)
     return report
-
-
-def _removed(plan: JobPlan, removed_at_home: frozenset[str]) -> bool:
-    """A removed job's end is the aborted event the local schedd writes as the merge
-    lets it go: its site events go to the log before the merge (the others' after)."""
-    return plan.status is JobStatus.REMOVED or plan.paths.job_id in removed_at_home
-
-
-def _log_events(
-    plans: list[JobPlan],
-    held: Mapping[str, CannotPlace],
-    state_dir: Path,
-    acting: Owner | None,
-    owner_name: str,
-    report: ImportReport,
-    after_append: Callable[[], None] | None,
-) -> None:
-    """The user logs' events last, once the schedd has the jobs' new states: whoever
-    reads a log (DAGMan) acts on a job's end only when the local queue has it too
-    (a removed job's were appended before the merge, and are not appended again).
-    Before, DAGMan could read a terminate event, abort its DAG and condor_rm a job the
-    queue still had as exported: an aborted event after the terminated one, never seen
-    in a plain pool. Each appended once (userlog.append_once), also for jobs placed
-    before a crash."""
-    for plan in plans:
-        logged = append_events(
-            plan, state_dir, acting, owner_name, held.get(plan.paths.job_id), after_append
-        )
-        report.events_appended += logged.events
-        report.files_placed += logged.files
-        report.bytes_placed += logged.bytes
 
 
 def _planned_report(

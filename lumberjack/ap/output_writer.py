@@ -78,15 +78,11 @@ def place_job(
     owner_name: str,
     reader: Owner | None,
     after_append: Callable[[], None] | None = None,
-    *,
-    with_events: bool = True,
 ) -> Placed:
     """Put one job's outputs in place and append its user-log events (once).
 
     `owner` acts on the user's side, `reader` reads the returned files. Raises
     CannotPlace (nothing of the job placed when the check finds it) or BadInput.
-    `with_events` False: the events are left to `append_events`, after the schedd has
-    taken the job's new state (import does so: see there).
     """
     done = Placed()
     if not plan.placements:  # nothing came back to place: no identity to take on
@@ -120,10 +116,9 @@ def place_job(
                     done.bytes += st.st_size
             # The event journal is root's: appended through the descriptor the owner opened.
             if held is not None:
-                if with_events:
-                    _log_hold(plan, state_dir, logs, held)
+                _log_hold(plan, state_dir, logs, held)
                 raise held
-            for fd, p in logs if with_events else ():
+            for fd, p in logs:
                 assert plan.events is not None
                 journal = userlog.journal_path(state_dir, plan.paths.job_id, p.dest)
                 written = userlog.append_once(fd, _for_log(plan, p, plan.events.data), journal,
@@ -136,47 +131,6 @@ def place_job(
                 os.close(fd)
     finally:
         for fd, _ in sources.values():
-            os.close(fd)
-    return done
-
-
-def append_events(
-    plan: JobPlan,
-    state_dir: Path,
-    owner: Owner | None,
-    owner_name: str,
-    held: CannotPlace | None,
-    after_append: Callable[[], None] | None = None,
-) -> Placed:
-    """The job's user-log events (or, `held`, those of its hold), appended once as the
-    owner: what place_job(with_events=False) left; the logs and events it appended."""
-    done = Placed()
-    if plan.events is None:
-        return done
-    logs: list[tuple[int, Placement]] = []
-    try:
-        with acting_as(owner):
-            for p in plan.placements:
-                if p.kind != "userlog":
-                    continue
-                try:
-                    logs.append((_open_user_log(Path(p.dest), owner_name), p))
-                except CannotPlace:
-                    if held is None:
-                        raise
-                    # a log that holds the job gets none of its events (as place_job)
-        if held is not None:
-            _log_hold(plan, state_dir, logs, held)
-            return done
-        for fd, p in logs:
-            journal = userlog.journal_path(state_dir, plan.paths.job_id, p.dest)
-            written = userlog.append_once(fd, _for_log(plan, p, plan.events.data), journal,
-                                          after_append=after_append)  # fmt: skip
-            done.events += plan.events.kept if written else 0
-            done.files += 1 if written else 0
-            done.bytes += written
-    finally:
-        for fd, _ in logs:
             os.close(fd)
     return done
 

