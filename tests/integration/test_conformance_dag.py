@@ -170,8 +170,10 @@ def test_dagman_sees_its_nodes_as_in_a_plain_pool(dag_runs: DagRuns) -> None:
     assert not problems, json.dumps(reference, indent=1) + "\n" + "\n".join(problems)
 
 
+# Not strict: whether the sweep came before ABORT-DAG-ON's condor_rm depends on when
+# the nodes came home, so the difference shows in most runs but not in every one.
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,
     reason=(
         "known difference: an imported node job that completed stays in the local queue "
         "(LeaveJobInQueue, from the export) until the schedd's next periodic sweep; the "
