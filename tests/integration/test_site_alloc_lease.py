@@ -73,7 +73,7 @@ def test_a_lease_in_the_allocation(workspace: Path, state_dir: Path, at_site: di
         )
     )  # fmt: skip
     assert created["phase"] == "active" and created["site"] == SITE
-    assert created["pool"] == {"started": False, "placement": "allocation"}
+    assert created["pool"]["started"] is False and created["pool"]["placement"] == "allocation"
     (first_round,) = created["pilots"]["submitted"]
     nothing_on_login_node(lease_dir)
     # One round at a time holds the pool: no second one while it lives.

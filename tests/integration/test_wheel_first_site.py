@@ -103,7 +103,7 @@ def test_the_first_site_commands_run_up_to_the_dry_run(installed: Installed) -> 
     commands = first_site_commands(doc)
     assert [c.split()[1:3] for c in commands] == [
         ["sites", "list"], ["sites", "show"], ["sites", "image"], ["sites", "image"],
-        ["sites", "check"], ["export", "-c"],
+        ["sites", "image"], ["sites", "check"], ["export", "-c"],
     ]  # fmt: skip
     # The doc's jobs, with a batch name of this run's own (the access point is shared).
     batch = f"first-site-{os.getpid()}"
@@ -136,11 +136,13 @@ def run_first_site(installed: Installed, commands: list[str], batch: str) -> Non
         done = installed.run(*words, **testbed_env)
         assert done.returncode == 0, (command, done.stdout, done.stderr)
         outputs.append(done.stdout)
-    listed, shown, anvil_image, perlmutter_image, checked, plan = outputs
+    listed, shown, anvil_image, perlmutter_image, vista_image, checked, plan = outputs
     assert "anvil" in listed and "testbed" not in listed  # no testbed configured
     assert "tested       end-to-end on the testbed: Slurm + Apptainer" in shown
     assert "lumberjack-site.def" in anvil_image and '"$SCRATCH/lumberjack/image/' in anvil_image
     assert "podman-hpc migrate lumberjack-site:latest" in perlmutter_image
+    # Vista's queues are aarch64: its image is built for that architecture, here emulated.
+    assert "--arch arm64" in vista_image and "lumberjack-site-aarch64.sif" in vista_image
     assert "matchmaking  2 jobs match the slot" in checked, checked  # the doc's jobs, matched
     assert plan.startswith("would export 2 jobs in 1 cluster of alice as 'calib'"), plan
     assert "matchmaking  2 jobs match the slot" in plan and "cis230000" in plan, plan
