@@ -78,7 +78,10 @@ def odd_entries(root: Path) -> list[str]:
     """Everything below root that is not a plain directory or a file of one name."""
     found = []
     for path in [root, *root.rglob("*")] if root.exists() else []:
-        st = os.lstat(path)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:  # SQLite's -wal/-shm come and go with each connection
+            continue
         if not (stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)):
             found.append(str(path))
     return found
