@@ -85,13 +85,21 @@ def make_job_dir(workspace: Path, name: str = "job", uid: int = testbed.SUBMITTE
 
 
 def submit(
-    job_dir: Path, count: int, exit_codes: dict[int, int] | None = None, **extra: str
+    job_dir: Path,
+    count: int,
+    exit_codes: dict[int, int] | None = None,
+    naps: dict[int, int] | None = None,
+    **extra: str,
 ) -> int:
-    """Submit `count` procs of run.sh from job_dir; returns the cluster id."""
+    """Submit `count` procs of run.sh from job_dir (proc P exits with exit_codes[P] after
+    sleeping naps[P] seconds, 0 and 0 by default); returns the cluster id."""
     codes = exit_codes or {}
     itemdata = [{"code": str(codes.get(p, 0))} for p in range(count)]
+    if naps:
+        for p, item in enumerate(itemdata):
+            item["nap"] = str(naps.get(p, 0))
     ours = {
-        "arguments": "$(Process) $(code)",
+        "arguments": "$(Process) $(code) $(nap)" if naps else "$(Process) $(code)",
         "transfer_input_files": "in put.txt, sub/data.txt",
         "transfer_output_remaps": '"renamed.txt = results/renamed-$(Process).txt"',
     }

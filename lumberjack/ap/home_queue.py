@@ -36,7 +36,7 @@ SCHEDD_KEEPS = frozenset({
     "Managed", "ManagedManager", "ServerTime", "LeaveJobInQueue", "JobStatusOnRelease",
     "LastSuspensionTime", "CumulativeSuspensionTime", "LastVacateTime", "ShadowBday",
     "LastRejMatchTime", "LastRejMatchReason", "LastMatchTime", "NumJobMatches",
-    "AutoClusterId", "AutoClusterAttrs", "JobPrio",
+    "AutoClusterId", "AutoClusterAttrs",
 })  # fmt: skip
 
 #: Edits the site must not take: its copy's paths were rewritten for the site (the path
@@ -50,6 +50,10 @@ _REFUSED_LOWER = {name.lower() for name in REFUSED}
 #: Whole families refused the same way: what the container launcher, file transfer and
 #: the starter's channels read (an edit there could reach past what export checked).
 REFUSED_PREFIXES = ("container", "singularity", "docker", "want", "transfer", "submit_")
+
+#: The reason condor_rm -transfer gives when it is given none: the only trace the
+#: local schedd keeps of the -transfer (with -reason, the job reads as condor_rm's).
+TRANSFER_REMOVE = "via condor_rm -transfer"
 
 #: A job's status at the site -> its status in the local queue while it is away: idle
 #: or running, as HTCondor-C shows a forwarded job (a job done there shows running
@@ -117,7 +121,8 @@ def plan_round(jobs: dict[str, dict[str, str]], memory: Forwarded, site: str) ->
         if status is JobStatus.REMOVED:
             if job not in memory.removed:
                 reason = _text(texts.get("RemoveReason")) or "removed at the access point"
-                plan.actions.append(JobAction(job, "remove", one_line(reason, most=1024)))
+                action = "remove-transfer" if reason.startswith(TRANSFER_REMOVE) else "remove"
+                plan.actions.append(JobAction(job, action, one_line(reason, most=1024)))
                 memory.removed.append(job)
             continue
         kept = {name: text for name, text in texts.items() if not _ignored(name)}

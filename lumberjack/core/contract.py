@@ -438,7 +438,8 @@ class LaunchPlan:
 
 #: What the local queue's commands become at the site: condor_rm, condor_hold,
 #: condor_release, condor_qedit of the job's copy there.
-QUEUE_ACTIONS = ("remove", "hold", "release", "edit")
+#: "remove-transfer" is condor_rm -transfer: a running job sends its outputs first.
+QUEUE_ACTIONS = ("remove", "remove-transfer", "hold", "release", "edit")
 _JOB_ID = re.compile(r"^[0-9]{1,10}\.[0-9]{1,10}$")
 _ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 

@@ -38,8 +38,11 @@ def command_for(action: JobAction, status: JobStatus | None) -> list[str] | None
     if status is None:
         return None  # not in this schedd's queue: gone already
     job, reason = action.job, action.reason
-    if action.action == "remove":
-        return None if status in FINISHED else ["condor_rm", "-reason", reason, job]
+    if action.action in ("remove", "remove-transfer"):
+        if status in FINISHED:
+            return None
+        transfer = ["-transfer"] if action.action == "remove-transfer" else []
+        return ["condor_rm", *transfer, "-reason", reason, job]
     if action.action == "hold":
         if status is JobStatus.HELD or status in FINISHED:
             return None

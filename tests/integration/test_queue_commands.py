@@ -3,8 +3,9 @@ forwards them: condor_rm, condor_hold, condor_release and condor_qedit of export
 act on their copies at the site at the next sync; an edit the site must not take holds
 the job at home (and keeps the export waiting for a release, as a policy's hold would);
 condor_q at home shows where each job is; a job removed at home leaves the queue removed
-with one aborted event in its user log; an edit made before the first sync reaches the
-site too. One export of four jobs, one command each.
+with one aborted event in its user log; condor_rm -transfer of a running job brings its
+outputs home first; condor_prio reaches the site as the edit it is; an edit made before
+the first sync reaches the site too. One export of five jobs, one command each.
 
 The same journey records every message that crosses the SSH link (the plans the access
 point writes, the agent's answers) and decodes each through the contract, strictly."""
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import htcondor2
 import pytest
+import testbed
 from journey import lumberjack, make_job_dir, query, site_path, submit, sync_one
 from link_messages import every_message_decodes, record_link
 
@@ -58,6 +60,23 @@ def _ended(cluster: int, where: str) -> dict[int, int]:
     return {a["ProcId"]: a["JobStatus"] for a in ads}
 
 
+def _as_submitter(command: str) -> str:
+    """An HTCondor command of the access point's, run as the submitter (the command line
+    tools can do what the bindings cannot: condor_rm -transfer)."""
+    pool = testbed.ACCESS_POINT
+    result = testbed.run_in_rootfs(
+        testbed.rootfs_path(), ["runuser", "-u", testbed.SUBMITTER, "--", "sh", "-c", command],
+        binds=pool.binds(), env={"CONDOR_CONFIG": str(pool.config_file)},
+    )  # fmt: skip
+    return result.stdout + result.stderr
+
+
+def _remote_status(job: str) -> int | None:
+    cluster, proc = job.split(".")
+    ads = query(f"ClusterId == {cluster} && ProcId == {proc}", ["LumberjackRemoteStatus"])
+    return ads[0].get("LumberjackRemoteStatus") if ads else None
+
+
 def _sync_until(name: str, done, what: str, timeout: float = 240) -> int:
     started, rounds = time.monotonic(), 0
     while not done():
@@ -81,10 +100,11 @@ def test_queue_commands_reach_the_site(
 ) -> None:  # fmt: skip
     recorded = record_link(monkeypatch, tmp_path)
     job_dir = make_job_dir(workspace, "qc")
-    # Long enough (15 s) that every command finds its job still at the site.
-    cluster = submit(job_dir, 4, arguments="$(Process) $(code) 15")
+    # Long enough (15 s) that every command finds its job still at the site; the last
+    # runs until condor_rm -transfer ends it.
+    cluster = submit(job_dir, 5, naps={0: 15, 1: 15, 2: 15, 3: 15, 4: 900})
     name = f"qc-{cluster}"
-    jobs = [f"{cluster}.{p}" for p in range(4)]
+    jobs = [f"{cluster}.{p}" for p in range(5)]
     lumberjack("export", "--ids", str(cluster), "--site", "testbed", "--nodes", "1",
                "--walltime", "15m", "--name", name)  # fmt: skip
     at_site.append(name)
@@ -112,6 +132,7 @@ def test_queue_commands_reach_the_site(
     schedd.act(htcondor2.JobAction.Hold, [jobs[1]], reason=HOLD_REASON)
     schedd.edit([jobs[1]], "HoldReason", f'"{HOLD_REASON}"')
     schedd.edit([jobs[2]], "MyTag", '"edited at home"')
+    schedd.edit([jobs[2]], "JobPrio", "7")  # what condor_prio -p 7 does
     schedd.edit([jobs[3]], "Out", '"elsewhere.out"')  # a path: the site must not take it
     entry = sync_one(name)
     assert any(step.startswith("queue commands:") for step in entry["steps"]), entry
@@ -124,6 +145,7 @@ def test_queue_commands_reach_the_site(
     assert unquote_string(there[jobs[1]].get("HoldReason") or "").startswith(HOLD_REASON)
     assert there[jobs[2]].get("MyTag") == '"edited at home"'
     assert there[jobs[2]].get("EarlyTag") == '"edited before launch"', there[jobs[2]].attrs
+    assert there[jobs[2]].get("JobPrio") == "7", there[jobs[2]].attrs
     assert there[jobs[3]].get("Out") != '"elsewhere.out"'
     assert there[jobs[3]].get("JobStatus") == "5"
     (refused,) = query(f"ClusterId == {cluster} && ProcId == 3", ["JobStatus", "HoldReason"])
@@ -138,6 +160,10 @@ def test_queue_commands_reach_the_site(
     # would); removed at home, it lets the export come home.
     assert Ledger().get(name).phase == "running"
     schedd.act(htcondor2.JobAction.Remove, [jobs[3]])
+    # condor_rm -transfer of a job running at the site: its outputs come home first.
+    _sync_until(name, lambda: _remote_status(jobs[4]) == 2, "running job 4")
+    said = _as_submitter(f"condor_rm -transfer {jobs[4]}")
+    assert "marked for removal after file transfer" in said, said
 
     rounds = _sync_until(name, lambda: Ledger().get(name).phase == "imported", "imported", 300)
     print(f"{name}: imported by sync after {rounds} more rounds, {time.monotonic() - t0:.0f} s")
@@ -145,10 +171,14 @@ def test_queue_commands_reach_the_site(
     # Removed at home: out of the queue into the history, one aborted event each. The
     # others completed (in the queue until the schedd's next sweep moves them).
     ended = {**_ended(cluster, "history"), **_ended(cluster, "queue")}
-    assert ended == {0: 3, 1: 4, 2: 4, 3: 3}, ended
+    assert ended == {0: 3, 1: 4, 2: 4, 3: 3, 4: 3}, ended
     assert _ended(cluster, "history").get(0) == 3
+    # -transfer brought job 4's outputs (its remap too); a plain condor_rm brought none.
+    assert (job_dir / "results" / "renamed-4.txt").read_text() == "renamed 4\n"
+    assert (job_dir / "out.4").read_text() == "stdout of job 4\n"
+    assert not (job_dir / "results" / "renamed-0.txt").exists()
     log = (job_dir / "job.log").read_text()
-    for proc in (0, 3):
+    for proc in (0, 3, 4):
         assert log.count(f"009 ({cluster:03d}.{proc:03d}.000)") == 1, log
         assert f"005 ({cluster:03d}.{proc:03d}.000)" not in log
     assert f"005 ({cluster:03d}.002.000)" in log and f"005 ({cluster:03d}.001.000)" in log

@@ -20,6 +20,25 @@ def test_a_job_removed_at_home_is_removed_at_the_site_once() -> None:
     assert hq.plan_round(jobs, memory, "perlmutter").actions == []
 
 
+def test_condor_rm_transfer_reaches_the_site_as_itself() -> None:
+    # condor_rm -transfer with no -reason leaves its own reason: the only trace of it.
+    memory = hq.Forwarded()
+    reason = "via condor_rm -transfer (by user alice)"
+    plan = hq.plan_round({"7.0": job(3, RemoveReason=f'"{reason}"')}, memory, "s")
+    assert plan.actions == [JobAction("7.0", "remove-transfer", reason)]
+    plain = hq.plan_round({"7.1": job(3, RemoveReason='"via condor_rm (by user alice)"')},
+                          memory, "s")  # fmt: skip
+    assert [a.action for a in plain.actions] == ["remove"]
+
+
+def test_condor_prio_is_an_edit_the_site_takes() -> None:
+    memory = hq.Forwarded()
+    hq.plan_round({"7.4": job(JobPrio="0")}, memory, "s")
+    plan = hq.plan_round({"7.4": job(JobPrio="7")}, memory, "s")
+    assert plan.actions == [JobAction("7.4", "edit", edits={"JobPrio": "7"})]
+    assert plan.hold_at_home == {}
+
+
 def test_hold_then_release_reach_the_site_in_order() -> None:
     memory = hq.Forwarded()
     hq.plan_round({"7.1": job()}, memory, "s")  # the first sight: the baseline

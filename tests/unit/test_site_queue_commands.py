@@ -30,6 +30,9 @@ def test_each_command_only_where_the_status_calls_for_it() -> None:
     assert qc.command_for(JobAction("1.0", "remove", "r"), running) == [
         "condor_rm", "-reason", "r", "1.0"]  # fmt: skip
     assert qc.command_for(JobAction("1.0", "remove", "r"), JobStatus.REMOVED) is None
+    assert qc.command_for(JobAction("1.0", "remove-transfer", "r"), running) == [
+        "condor_rm", "-transfer", "-reason", "r", "1.0"]  # fmt: skip
+    assert qc.command_for(JobAction("1.0", "remove-transfer", "r"), done) is None
     assert qc.command_for(JobAction("1.0", "hold", "h"), held) is None
     assert qc.command_for(JobAction("1.0", "hold", "h"), done) is None
     assert qc.command_for(JobAction("1.0", "release"), running) is None
