@@ -14,6 +14,7 @@ from lumberjack.ap.schedd import LocalSchedd
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.errors import LumberjackError
 from lumberjack.host.identity import owner_of
+from lumberjack.state import queue_commands
 from lumberjack.state.ledger import Ledger
 
 
@@ -81,10 +82,6 @@ def run_export(
 def _edits_from_here(schedd: LocalSchedd, ledger: Ledger, name: str) -> None:
     """Edits of the exported jobs count from now (queue_commands.remember_as_exported).
     A failure here costs only that: the first sync after launch takes the baseline."""
-    # Here, not at the top: queue_commands brings the SSH transport, which commands that
-    # never reach a site (unexport, import) must not load (test_cli_lazy).
-    from lumberjack.state import queue_commands
-
     try:
         queue_commands.remember_as_exported(ledger, schedd, ledger.get(name))
     except (LumberjackError, OSError):

@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Callable
 
 from lumberjack.ap import home_queue
 from lumberjack.ap.schedd import old_syntax_texts
 from lumberjack.core.answers import Acted, Status
-from lumberjack.core.contract import QueueActions, encode
+from lumberjack.core.contract import QueueActions
 from lumberjack.core.jobstatus import JobStatus, status_of
 from lumberjack.errors import LumberjackError
 from lumberjack.state.ledger import ExportRecord, Ledger
-from lumberjack.state.steps import Site, layout_of, run_step
-from lumberjack.transport.recording import record as record_message
 
 MEMORY = "queue-commands.json"
 EXTERNAL = '"External"'
@@ -85,9 +83,11 @@ def remember_as_exported(ledger: Ledger, schedd: Any, record: ExportRecord) -> N
     _save(ledger, record.name, memory)
 
 
-def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> Acted | None:
-    """This round's commands of the local queue, taken at the site (see the module);
-    None when there were none."""
+def forward(
+    ledger: Ledger, schedd: Any, record: ExportRecord, send: Callable[[QueueActions], Acted]
+) -> Acted | None:
+    """This round's commands of the local queue, taken at the site by `send` (sync's:
+    over the site's connection); None when there were none."""
     jobs = {
         job: texts
         for job, texts in local_jobs(schedd, record).items()
@@ -100,15 +100,7 @@ def forward(ledger: Ledger, site: Site, schedd: Any, record: ExportRecord) -> Ac
     if not plan.actions:
         _save(ledger, record.name, memory)  # the baseline of edits, from the first round
         return None
-    layout = layout_of(record)
-
-    def act() -> Acted:
-        text = encode(QueueActions(tuple(plan.actions)))
-        record_message("queue-actions.json", text)
-        site.conn.put_bytes(text.encode(), layout.queue_actions, 0o600)
-        return site.agent(layout, "act")
-
-    answer = run_step(ledger, record.name, "queue", act)
+    answer = send(QueueActions(tuple(plan.actions)))
     _save(ledger, record.name, memory)
     return answer
 

@@ -15,8 +15,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
 from lumberjack.core import crashpoints
-from lumberjack.core.answers import Answer, Failed, Status, Statuses, read_answer
-from lumberjack.core.contract import ExportLayout, LaunchPlan, encode, lease_dir_name
+from lumberjack.core.answers import Acted, Answer, Failed, Status, Statuses, read_answer
+from lumberjack.core.contract import (
+    ExportLayout,
+    LaunchPlan,
+    QueueActions,
+    encode,
+    lease_dir_name,
+)
 from lumberjack.core.records import ContractError, decode, to_json
 from lumberjack.core.setup_failures import is_setup_failure
 from lumberjack.errors import BadInput, Busy, LumberjackError, RemoteError, SetupError
@@ -100,6 +106,15 @@ class Site:
         text = encode(plan)
         record_message("launch.json", text)
         self.conn.put_bytes(text.encode(), layout.launch_plan, 0o600)
+
+    def act(self, layout: ExportLayout, actions: QueueActions) -> Acted:
+        """The local queue's commands taken on the jobs' copies at the site: written as
+        queue-actions.json (the site account's only), then the agent's `act`."""
+        text = encode(actions)
+        record_message("queue-actions.json", text)
+        self.conn.put_bytes(text.encode(), layout.queue_actions, 0o600)
+        answer: Acted = self.agent(layout, "act")
+        return answer
 
     def agent(self, layout: ExportLayout, command: str) -> Any:
         """Run the site agent; its answer (core/answers.ANSWERS[command]), decoded

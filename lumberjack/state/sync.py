@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from lumberjack.core.answers import Status
-from lumberjack.core.contract import ALIVE
+from lumberjack.core.answers import Acted, Status
+from lumberjack.core.contract import ALIVE, QueueActions
 from lumberjack.errors import LumberjackError
 from lumberjack.state import leases, phases, queue_commands
 from lumberjack.state.ledger import ExportRecord, Ledger
@@ -22,7 +22,7 @@ from lumberjack.state.lifecycle import (
     refresh_status,
     ship,
 )
-from lumberjack.state.steps import Site, layout_of, reported, site_for
+from lumberjack.state.steps import Site, layout_of, reported, run_step, site_for
 
 #: How many times `sync` submits pilots for an export before it asks a person.
 MAX_PILOT_ROUNDS = 10
@@ -64,8 +64,15 @@ def _queue_commands(
     """The local queue's commands to the site before its status is asked: a removal
     there is then seen in the same round. A failure is noted, never in the way of the
     status (the next sync sends the commands again)."""
+
+    def send(actions: QueueActions) -> Acted:
+        layout = layout_of(record)
+        answer: Acted = run_step(ledger, record.name, "queue",
+                                 lambda: site.act(layout, actions))  # fmt: skip
+        return answer
+
     try:
-        answer = queue_commands.forward(ledger, site, schedd, record)
+        answer = queue_commands.forward(ledger, schedd, record, send)
     except LumberjackError as exc:
         done.append(f"queue commands: {exc}")
         return
