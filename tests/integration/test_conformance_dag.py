@@ -176,7 +176,7 @@ def test_dagman_sees_its_nodes_as_in_a_plain_pool(dag_runs: DagRuns) -> None:
     strict=False,
     reason=(
         "known difference: an imported node job that completed stays in the local queue "
-        "(LeaveJobInQueue, from the export) until the schedd's next periodic sweep; the "
+        "(no shadow ends it) until the schedd's next periodic policy pass; the "
         "condor_rm of ABORT-DAG-ON then removes it and the schedd writes an aborted event "
         "after its terminated one. In a plain pool the job has left the queue already."
     ),
