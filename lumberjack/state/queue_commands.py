@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from lumberjack.ap import home_queue
@@ -30,25 +31,39 @@ from lumberjack.state.ledger import ExportRecord, Ledger
 
 MEMORY = "queue-commands.json"
 EXTERNAL = '"External"'
+#: How many jobs one question to the schedd asks about: every attribute of a 100,000-job
+#: export's jobs at once held over 2 GB at each sync (about 20 KB a job).
+CHUNK = 5000
 
 
 def local_jobs(
     schedd: Any, record: ExportRecord, projection: list[str] | None = None
-) -> dict[str, dict[str, str]]:
-    """The export's jobs still in the local queue, each as its attributes' texts
-    (`projection`: those only; None: all)."""
-    if not record.clusters:
-        return {}
-    clusters = " || ".join(f"ClusterId == {int(c)}" for c in record.clusters)
+) -> Iterator[dict[str, dict[str, str]]]:
+    """The export's jobs still in the local queue, CHUNK jobs at a time, each as its
+    attributes' texts (`projection`: those only; None: all)."""
     names = projection and ["ClusterId", "ProcId", "Managed", *projection]
-    ads = schedd.query_ads(f"({clusters})", names or [])
     wanted = set(record.jobs)
-    found = {}
-    for ad in ads:
-        job = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
-        if job in wanted:
-            found[job] = old_syntax_texts(ad)
-    return found
+    for constraint in job_ranges(record.jobs, CHUNK):
+        found = {}
+        for ad in schedd.query_ads(constraint, names or []):
+            job = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
+            if job in wanted:
+                found[job] = old_syntax_texts(ad)
+        yield found
+
+
+def job_ranges(jobs: list[str], size: int) -> Iterator[str]:
+    """Constraints that select `jobs` ("C.P") `size` at a time, by each cluster's range
+    of ProcIds (a range may hold jobs not exported: the caller keeps only its own)."""
+    ordered = sorted((int(c), int(p)) for c, _, p in (job.partition(".") for job in jobs))
+    for start in range(0, len(ordered), size):
+        ranges: dict[int, list[int]] = {}
+        for cluster, proc in ordered[start : start + size]:
+            ranges.setdefault(cluster, [proc, proc])[1] = proc  # sorted: first and last
+        yield " || ".join(
+            f"(ClusterId == {c} && ProcId >= {low} && ProcId <= {high})"
+            for c, (low, high) in ranges.items()
+        )
 
 
 def _load(ledger: Ledger, name: str) -> home_queue.Forwarded:
@@ -77,9 +92,10 @@ def remember_as_exported(ledger: Ledger, schedd: Any, record: ExportRecord) -> N
     asks the site) reaches the site too. Without it the baseline would be the jobs as
     that first sync found them, the edit already in."""
     memory = home_queue.Forwarded()
-    for job, texts in local_jobs(schedd, record).items():
-        if texts.get("Managed") == EXTERNAL:
-            memory.remember(job, texts)
+    for jobs in local_jobs(schedd, record):
+        for job, texts in jobs.items():
+            if texts.get("Managed") == EXTERNAL:
+                memory.remember(job, texts)
     _save(ledger, record.name, memory)
 
 
@@ -88,13 +104,15 @@ def forward(
 ) -> Acted | None:
     """This round's commands of the local queue, taken at the site by `send` (sync's:
     over the site's connection); None when there were none."""
-    jobs = {
-        job: texts
-        for job, texts in local_jobs(schedd, record).items()
-        if texts.get("Managed") == EXTERNAL  # a job at home again is no longer forwarded
-    }
     memory = _load(ledger, record.name)
-    plan = home_queue.plan_round(jobs, memory, record.site or "")
+    plan = home_queue.Plan()
+    for found in local_jobs(schedd, record):
+        jobs = {
+            job: texts for job, texts in found.items() if texts.get("Managed") == EXTERNAL
+        }  # a job at home again: not forwarded
+        part = home_queue.plan_round(jobs, memory, record.site or "")
+        plan.actions += part.actions
+        plan.hold_at_home.update(part.hold_at_home)
     for job, reason in plan.hold_at_home.items():
         schedd.hold([job], reason)
     if not plan.actions:
@@ -114,17 +132,15 @@ def show(schedd: Any, record: ExportRecord, answer: Status) -> int:
     if not answer.remote_jobs:
         return 0
     remote = {job: entry.texts() for job, entry in answer.remote_jobs.items()}
-    jobs = {
-        job: texts
-        for job, texts in local_jobs(schedd, record, SHOWN).items()
-        if texts.get("Managed") == EXTERNAL
-    }
-    wanted = home_queue.shown_at_home(jobs, remote, record.site or "", record.name,
-                                      int(time.time()))  # fmt: skip
-    edits = home_queue.changed(wanted, jobs)
-    for (name, text), job_ids in edits.items():
-        schedd.edit(job_ids, name, text)
-    return len(edits)
+    now, count = int(time.time()), 0
+    for found in local_jobs(schedd, record, SHOWN):
+        jobs = {job: texts for job, texts in found.items() if texts.get("Managed") == EXTERNAL}
+        wanted = home_queue.shown_at_home(jobs, remote, record.site or "", record.name, now)
+        edits = home_queue.changed(wanted, jobs)
+        for (name, text), job_ids in edits.items():
+            schedd.edit(job_ids, name, text)
+        count += len(edits)
+    return count
 
 
 def idle_again(schedd: Any, record: ExportRecord) -> list[str]:
@@ -133,7 +149,8 @@ def idle_again(schedd: Any, record: ExportRecord) -> list[str]:
     shadow."""
     running = [
         job
-        for job, texts in local_jobs(schedd, record, ["JobStatus"]).items()
+        for found in local_jobs(schedd, record, ["JobStatus"])
+        for job, texts in found.items()
         if texts.get("Managed") == EXTERNAL
         and status_of(texts.get("JobStatus")) is JobStatus.RUNNING
     ]
@@ -146,7 +163,8 @@ def home_states(schedd: Any, record: ExportRecord) -> tuple[list[str], list[str]
     """(removed, held) at home: jobs removed there and still in the queue, and jobs held
     there that are still the export's (import merges neither)."""
     removed, held = [], []
-    for job, texts in local_jobs(schedd, record, ["JobStatus"]).items():
+    every = (item for found in local_jobs(schedd, record, ["JobStatus"]) for item in found.items())
+    for job, texts in every:
         status = status_of(texts.get("JobStatus"))
         if status is JobStatus.REMOVED:
             removed.append(job)

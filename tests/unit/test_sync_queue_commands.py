@@ -107,3 +107,39 @@ def test_jobs_shown_running_are_idle_again_when_handed_back_unrun(exported) -> N
     handback.discard_and_hand_back(ledger, schedd, ledger.get("calib"), site)
     assert schedd.edits[-1] == (["7.0", "7.1"], "JobStatus", "1")
     assert schedd.unexported == [[7]]
+
+
+def test_the_local_queue_is_read_a_chunk_at_a_time(exported, monkeypatch) -> None:
+    # One job a question: sync still forwards each job's command once, and shows each.
+    from lumberjack.state import queue_commands
+
+    monkeypatch.setattr(queue_commands, "CHUNK", 1)
+    ledger, site, schedd = exported
+    asked: list[str] = []
+    query = schedd.query_ads
+    schedd.query_ads = lambda constraint, names: (
+        asked.append(constraint) or query(constraint, names)
+    )
+    running(ledger, site, schedd)
+    asked.clear()
+    schedd.local = [local_job(0, 5, HoldReason="wrong input"), local_job(1, 2, RequestMemory=128)]
+    sync_once(ledger, site, schedd)
+    assert site.jobs == {"7.0": "5", "7.1": "2"}
+    assert site.edits == {"7.1": {"RequestMemory": "128"}}
+    assert "(ClusterId == 7 && ProcId >= 0 && ProcId <= 0)" in asked, asked
+    assert "(ClusterId == 7 && ProcId >= 1 && ProcId <= 1)" in asked, asked
+
+
+def test_job_ranges_cover_each_job_once() -> None:
+    from lumberjack.state.queue_commands import job_ranges
+
+    jobs = ["9.2", "7.10", "7.2", "9.0", "7.3"]
+    assert list(job_ranges(jobs, 3)) == [
+        "(ClusterId == 7 && ProcId >= 2 && ProcId <= 10)",
+        "(ClusterId == 9 && ProcId >= 0 && ProcId <= 2)",
+    ]
+    assert list(job_ranges(jobs, 10)) == [
+        "(ClusterId == 7 && ProcId >= 2 && ProcId <= 10) || "
+        "(ClusterId == 9 && ProcId >= 0 && ProcId <= 2)"
+    ]
+    assert list(job_ranges([], 10)) == []
