@@ -72,6 +72,17 @@ def as_submitter(user: str) -> Iterator[None]:
         htcondor2.reload_config()
 
 
+def submitter_command(
+    command: str, pool: testbed.Pool = testbed.ACCESS_POINT
+) -> subprocess.CompletedProcess:
+    """A shell command in `pool`'s own host, as the submitter: HTCondor's command-line
+    tools, for what the bindings cannot do (condor_submit_dag, condor_rm -transfer)."""
+    return testbed.run_in_rootfs(
+        testbed.rootfs_path(), ["runuser", "-u", testbed.SUBMITTER, "--", "sh", "-c", command],
+        binds=pool.binds(), env={"CONDOR_CONFIG": str(pool.config_file)},
+    )  # fmt: skip
+
+
 def make_job_dir(workspace: Path, name: str = "job", uid: int = testbed.SUBMITTER_UID) -> Path:
     job_dir = workspace / name
     (job_dir / "sub").mkdir(parents=True)

@@ -52,6 +52,14 @@ def local_jobs(
         yield found
 
 
+def each_local_job(
+    schedd: Any, record: ExportRecord, projection: list[str] | None = None
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """local_jobs, job by job: (job, its attributes' texts)."""
+    for found in local_jobs(schedd, record, projection):
+        yield from found.items()
+
+
 def job_ranges(jobs: list[str], size: int) -> Iterator[str]:
     """Constraints that select `jobs` ("C.P") `size` at a time, by each cluster's range
     of ProcIds (a range may hold jobs not exported: the caller keeps only its own)."""
@@ -92,10 +100,9 @@ def remember_as_exported(ledger: Ledger, schedd: Any, record: ExportRecord) -> N
     asks the site) reaches the site too. Without it the baseline would be the jobs as
     that first sync found them, the edit already in."""
     memory = home_queue.Forwarded()
-    for jobs in local_jobs(schedd, record):
-        for job, texts in jobs.items():
-            if texts.get("Managed") == EXTERNAL:
-                memory.remember(job, texts)
+    for job, texts in each_local_job(schedd, record):
+        if texts.get("Managed") == EXTERNAL:
+            memory.remember(job, texts)
     _save(ledger, record.name, memory)
 
 
@@ -149,8 +156,7 @@ def idle_again(schedd: Any, record: ExportRecord) -> list[str]:
     shadow."""
     running = [
         job
-        for found in local_jobs(schedd, record, ["JobStatus"])
-        for job, texts in found.items()
+        for job, texts in each_local_job(schedd, record, ["JobStatus"])
         if texts.get("Managed") == EXTERNAL
         and status_of(texts.get("JobStatus")) is JobStatus.RUNNING
     ]
@@ -163,8 +169,7 @@ def home_states(schedd: Any, record: ExportRecord) -> tuple[list[str], list[str]
     """(removed, held) at home: jobs removed there and still in the queue, and jobs held
     there that are still the export's (import merges neither)."""
     removed, held = [], []
-    every = (item for found in local_jobs(schedd, record, ["JobStatus"]) for item in found.items())
-    for job, texts in every:
+    for job, texts in each_local_job(schedd, record, ["JobStatus"]):
         status = status_of(texts.get("JobStatus"))
         if status is JobStatus.REMOVED:
             removed.append(job)

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import testbed
 from conformance_dag import dag_differences, dag_view, without_late_aborts
-from journey import SITE_BASE, chown_tree, last_json, lumberjack, stop_at_site
+from journey import SITE_BASE, chown_tree, last_json, lumberjack, stop_at_site, submitter_command
 from reference_pool import reference_pool
 from test_conformance import client
 
@@ -63,12 +63,9 @@ def copy_dag(into: Path, lease: str) -> Path:
 
 def submit_dag(pool: testbed.Pool, directory: Path) -> int:
     """condor_submit_dag in the pool's own host, as the submitter: the DAG's cluster."""
-    result = testbed.run_in_rootfs(
-        testbed.rootfs_path(),
-        ["runuser", "-u", testbed.SUBMITTER, "--", "sh", "-c",
-         f"cd '{directory}' && condor_submit_dag -batch-name nodes {DAG}"],
-        binds=pool.binds(), env={"CONDOR_CONFIG": str(pool.config_file)},
-    )  # fmt: skip
+    result = submitter_command(
+        f"cd '{directory}' && condor_submit_dag -batch-name nodes {DAG}", pool
+    )
     found = re.search(r"submitted to cluster (\d+)", result.stdout)
     assert found, f"condor_submit_dag: {result.stdout}{result.stderr}"
     return int(found.group(1))

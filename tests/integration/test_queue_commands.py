@@ -17,8 +17,15 @@ from pathlib import Path
 
 import htcondor2
 import pytest
-import testbed
-from journey import lumberjack, make_job_dir, query, site_path, submit, sync_one
+from journey import (
+    lumberjack,
+    make_job_dir,
+    query,
+    site_path,
+    submit,
+    submitter_command,
+    sync_one,
+)
 from link_messages import every_message_decodes, record_link
 
 from lumberjack.core import jobqueuelog as jql
@@ -58,17 +65,6 @@ def _ended(cluster: int, where: str) -> dict[int, int]:
     else:
         ads = _schedd().history(f"ClusterId == {cluster}", projection, match=-1)
     return {a["ProcId"]: a["JobStatus"] for a in ads}
-
-
-def _as_submitter(command: str) -> str:
-    """An HTCondor command of the access point's, run as the submitter (the command line
-    tools can do what the bindings cannot: condor_rm -transfer)."""
-    pool = testbed.ACCESS_POINT
-    result = testbed.run_in_rootfs(
-        testbed.rootfs_path(), ["runuser", "-u", testbed.SUBMITTER, "--", "sh", "-c", command],
-        binds=pool.binds(), env={"CONDOR_CONFIG": str(pool.config_file)},
-    )  # fmt: skip
-    return result.stdout + result.stderr
 
 
 def _remote_status(job: str) -> int | None:
@@ -162,7 +158,8 @@ def test_queue_commands_reach_the_site(
     schedd.act(htcondor2.JobAction.Remove, [jobs[3]])
     # condor_rm -transfer of a job running at the site: its outputs come home first.
     _sync_until(name, lambda: _remote_status(jobs[4]) == 2, "running job 4")
-    said = _as_submitter(f"condor_rm -transfer {jobs[4]}")
+    ran = submitter_command(f"condor_rm -transfer {jobs[4]}")  # the bindings have no -transfer
+    said = ran.stdout + ran.stderr
     assert "marked for removal after file transfer" in said, said
 
     rounds = _sync_until(name, lambda: Ledger().get(name).phase == "imported", "imported", 300)
