@@ -1,7 +1,6 @@
 """Export refuses a job that would make the site's daemons act for it outside its own
 container (Chirp, URL transfers, outputs or checkpoints outside its sandbox, commands
-the bundle cannot carry, variables the container launcher reads): one line naming the
-job and the channel. The facts live in core/job_channels.py; the pools turn each
+the bundle cannot carry): one line naming the job and the channel. The facts live in core/job_channels.py; the pools turn each
 channel off at the site as well, so a job refused here would fail there.
 """
 
@@ -14,11 +13,8 @@ from lumberjack.ap.file_lists import split_file_list
 from lumberjack.core.job_channels import (
     OUTSIDE_ATTRS,
     REMOTE_IO_ATTRS,
-    SEARCH_PATH_VAR,
     is_url,
-    launcher_variable,
     uncarried_variable,
-    unsafe_search_path,
 )
 from lumberjack.core.message_text import shown
 
@@ -26,10 +22,12 @@ from lumberjack.core.message_text import shown
 URL_INPUT_ATTRS = ("TransferInput", "In", "Cmd", "x509userproxy")
 #: Output lists whose entries the starter reads in the job's sandbox: names inside it.
 SANDBOX_NAME_ATTRS = ("TransferOutput", "TransferCheckpoint")
+#: The attributes that give a job an image of its own (else it runs in the site image).
+OWN_IMAGE_ATTRS = ("ContainerImage", "SingularityImage")
 #: Every attribute this module reads (the schedd query asks for them).
 CHANNEL_ATTRS = (
     *REMOTE_IO_ATTRS, *OUTSIDE_ATTRS, *URL_INPUT_ATTRS, *SANDBOX_NAME_ATTRS,
-    "Environment", "Env",
+    *OWN_IMAGE_ATTRS, "Environment", "Env",
 )  # fmt: skip
 
 
@@ -82,26 +80,19 @@ def _pair(word: str) -> tuple[str, str]:
 
 
 def _environment_problem(job: dict[str, Any]) -> Optional[str]:
-    env = environment_names(job)
-    for name in env:
-        if launcher_variable(name):
-            return (
-                f"its environment sets {shown(name)}, which the container launcher at the "
-                "site would read outside the job's container; set it in the job's own script"
-            )
+    """Only a job in an image of its own can be refused for its environment: the site
+    image's python applies every variable inside the job's container, but a job image
+    gets them through Apptainer (core/job_channels.UNCARRIED_ENV)."""
+    if not any(isinstance(job.get(attr), str) for attr in OWN_IMAGE_ATTRS):
+        return None
+    for name in environment_names(job):
         if uncarried_variable(name):
             return (
-                f"its environment sets {shown(name)}, which the job's container at the site "
-                "cannot pass on as HTCondor does at home (Apptainer sets HOME itself and "
-                "carries only shell names); set it in the job's own script, or name the "
-                "variables getenv copies"
+                f"its environment sets {shown(name)}, which Apptainer cannot pass into the "
+                "job's own image as HTCondor does at home (it sets HOME itself and carries "
+                "only shell names); set it in the job's own script, or run the job in the "
+                "site image"
             )
-    path = env.get(SEARCH_PATH_VAR)
-    if path is not None and unsafe_search_path(path):
-        return (
-            f"its PATH {shown(path)} has a relative entry, which the container launcher "
-            "at the site would search outside the job's container; give absolute entries"
-        )
     return None
 
 

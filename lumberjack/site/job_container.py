@@ -32,11 +32,13 @@ Stdlib only: this module runs at the site, inside the agent's zipapp.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from lumberjack.core.images import IMAGE_NAME_REGEX, images_dir
-from lumberjack.core.job_channels import LAUNCHER_ENV_CLASSAD, REMOTE_IO_ATTRS
+from lumberjack.core.job_channels import REMOTE_IO_ATTRS
 from lumberjack.site import job_wrapper
+from lumberjack.site.templating import render
 
 #: Runtimes whose startd runs every job in a nested container (see job_container_lines).
 ISOLATING_RUNTIMES = ("apptainer", "singularity")
@@ -46,8 +48,13 @@ INNER_APPTAINER = "/usr/bin/apptainer"
 JOB_TARGET_DIR = "/srv"
 #: Apptainer's option that passes the job's environment without evaluating it.
 NO_EVAL = "--no-eval"
-#: The starter's job wrapper (site/job_wrapper.py), beside the pilots' config.
-WRAPPER_NAME = "job_wrapper.py"
+#: The starter's job wrapper, beside the pilots' config: the static front script that
+#: the starter runs (templates/job_wrapper.sh.tmpl), the wrapper proper it starts
+#: (site/job_wrapper.py), and the private directory where the front script leaves each
+#: job's environment for the wrapper.
+WRAPPER_NAME = "job_wrapper"
+WRAPPER_PY_NAME = "job_wrapper.py"
+WRAPPER_ENV_DIR = "job-env"
 #: The job attributes that may name an image, in the order the startd looks at them.
 IMAGE_ATTRS = ("ContainerImage", "SingularityImage")
 
@@ -57,21 +64,14 @@ def _classad_string(text: str) -> str:
 
 
 #: Jobs the startd refuses: Docker, a network or sandbox-directory image, another
-#: universe, Chirp or remote I/O, or variables in their environment that the nested
-#: container's launcher would read outside the job's container (core/job_channels.py;
-#: APPTAINER_BIND would add binds, LD_PRELOAD would load a library of the job's).
-#: Which image paths it accepts: see _image_lines.
-_launcher_env = _classad_string(LAUNCHER_ENV_CLASSAD)
+#: universe, Chirp or remote I/O (core/job_channels.py). Which image paths it accepts:
+#: see _image_lines. The job's environment needs no clause: nothing outside the job's
+#: container reads it (site/job_wrapper.py).
 JOB_GUARD = (
     "(TARGET.WantDocker =!= true) && (TARGET.DockerImage =?= undefined) && "
     "(TARGET.WantDockerImage =!= true) && (TARGET.WantSandboxImage =!= true) && "
     "(TARGET.JobUniverse =?= 5) && "
     + " && ".join(f"(TARGET.{a} =!= true)" for a in REMOTE_IO_ATTRS)
-    + " && "
-    + " && ".join(
-        f'(TARGET.{a} =?= undefined || !regexp({_launcher_env}, TARGET.{a}, "i"))'
-        for a in ("Environment", "Env")
-    )
 )
 
 
@@ -116,11 +116,25 @@ def gpu_job_lines(vendor: str) -> str:
 
 
 def write_wrapper(pilots_dir: str, runtime_name: str, image: str) -> None:
-    """The job wrapper that job_container_lines names, for pilots of a nesting runtime."""
-    if isolates(runtime_name):
-        path = Path(pilots_dir, WRAPPER_NAME)
-        path.write_text(job_wrapper.script(image))
-        os.chmod(path, 0o700)  # the starter runs it as the site account: no one else reads it
+    """The job wrapper that job_container_lines names, for pilots of a nesting runtime:
+    readable and runnable by the site account only."""
+    if not isolates(runtime_name):
+        return
+    env_dir = Path(pilots_dir, WRAPPER_ENV_DIR)
+    env_dir.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(env_dir, 0o700)
+    wrapper = Path(pilots_dir, WRAPPER_PY_NAME)
+    wrapper.write_text(job_wrapper.script(image))
+    os.chmod(wrapper, 0o700)
+    front = Path(pilots_dir, WRAPPER_NAME)
+    front.write_text(
+        render(
+            "lumberjack.site", "templates/job_wrapper.sh.tmpl",
+            env_dir=shlex.quote(str(env_dir)), wrapper=shlex.quote(str(wrapper)),
+            launcher_path=job_wrapper.LAUNCHER_PATH,
+        )  # fmt: skip
+    )
+    os.chmod(front, 0o700)
 
 
 def job_container_lines(

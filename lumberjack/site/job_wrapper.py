@@ -1,20 +1,29 @@
 #!/usr/bin/python3
-"""The starter's job wrapper at the site: a job killed by a signal in its container is
-reported killed by that signal, as a plain HTCondor pool reports it.
+"""The starter's job wrapper at the site: what runs outside the job's container, and how
+the job's environment reaches the job and nothing else.
 
-Apptainer ends with 128+N when the job in its container dies by signal N, the same as a
-job that exits 128+N, so the starter would report `ExitCode = 143` where HTCondor at
-home reports `ExitBySignal = true, ExitSignal = 15`. The startd names this file as
-USER_JOB_WRAPPER (see job_container.py), which HTCondor runs outside the job's
-container around the container launcher. It starts the job, inside the container,
-under a small parent (INNER, the site image's python) that waits for it and writes the
-signal that killed it to a file the wrapper gave it by descriptor. The wrapper then
-ends itself by that signal, so the starter sees what it would have seen at home; an
-ordinary exit, whatever its code, passes unchanged. Signals the starter sends (a
-removal, a vacate) go on to the launcher, and from the inner parent to the job.
+HTCondor's starter runs USER_JOB_WRAPPER (see job_container.py) outside the job's
+container, around the container launcher, with the job's environment. That environment
+is the job's to choose (LD_PRELOAD, PYTHONPATH, PATH, APPTAINER_BIND...), and every
+dynamically linked program started with it would obey it as the site account. So the
+boundary is built, not listed: the starter's wrapper is a BusyBox script (static; see
+templates/job_wrapper.sh.tmpl) that saves the environment as data and starts this file
+with `python3 -I -S` and an environment of lumberjack's; the container launcher gets a
+fixed environment too; and the job's environment is applied inside the job's container
+by a small parent (INNER, the site image's python, isolated as well), byte for byte as
+the starter built it. Nothing outside the container reads a variable of the job's.
 
-A launcher command it does not recognise (no `exec`, no image it can find) runs
-unchanged: the wrapper only adds, never alters, the job's command.
+The same parent reports a job killed by a signal as killed by it: Apptainer ends with
+128+N when the job in its container dies by signal N, the same as a job that exits
+128+N, so the starter would report `ExitCode = 143` where HTCondor at home reports
+`ExitBySignal = true, ExitSignal = 15`. The parent writes the signal that killed the job
+to a descriptor the wrapper gave it; the wrapper then ends itself by that signal, so the
+starter sees what it would have seen at home. Signals the starter sends (a removal, a
+vacate) go on to the launcher, and from the inner parent to the job.
+
+A job with an image of its own (which may have no python) gets its environment from
+Apptainer instead: the starter's APPTAINERENV_ copies of it, which Apptainer sets only
+inside the container, are the one part of it the launcher is given.
 
 Stdlib only, and a script of its own: the pilots write it beside their config.
 """
@@ -41,12 +50,20 @@ VALUE_OPTIONS = frozenset(
 #: the site image's path here.
 INNER_PYTHON = "/usr/bin/python3"
 SITE_IMAGE = ""
-#: What that parent runs: the job as its child, every signal it can catch passed on,
-#: the signal that killed the job written to descriptor argv[1], and its exit code as is.
+#: The search path of every program this wrapper starts outside the job's container.
+LAUNCHER_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+#: The prefixes under which HTCondor's starter copies the job's environment for Apptainer
+#: (the copy holds the values as the job sees them inside: its scratch is /srv there).
+CONTAINER_ENV_PREFIXES = (b"APPTAINERENV_", b"SINGULARITYENV_")
+#: What that parent runs: the job as its child with the environment read from descriptor
+#: argv[2], every signal it can catch passed on, the signal that killed the job written
+#: to descriptor argv[1], and its exit code as is.
 INNER = """\
 import os, signal, subprocess, sys
-fd, job = int(sys.argv[1]), sys.argv[2:]
-child = subprocess.Popen(job)
+fd, env_fd, job = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+with os.fdopen(env_fd, "rb") as saved:
+    pairs = [entry.partition(b"=") for entry in saved.read().split(b"\\0") if entry]
+child = subprocess.Popen(job, env={name: value for name, _, value in pairs})
 def forward(sig, _frame):
     child.send_signal(sig)
 for sig in set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD}:
@@ -60,6 +77,14 @@ if code < 0:
     sys.exit(128 - code)
 sys.exit(code)
 """
+#: The signals the wrapper passes on to the launcher (the starter's removal, vacate,
+#: suspend and the job's own checkpoint signal).
+FORWARDED = (
+    signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+    signal.SIGUSR2, signal.SIGCONT, signal.SIGTSTP,
+)  # fmt: skip
+
+Environ = list[tuple[bytes, bytes]]
 
 
 def image_index(argv: list[str]) -> int | None:
@@ -77,12 +102,45 @@ def image_index(argv: list[str]) -> int | None:
     return None
 
 
-def with_inner_parent(argv: list[str], fd: int) -> list[str] | None:
+def with_inner_parent(argv: list[str], fd: int, env_fd: int) -> list[str] | None:
     """The launcher command with INNER between the image and the job's command."""
     at = image_index(argv)
     if at is None:
         return None
-    return [*argv[: at + 1], INNER_PYTHON, "-c", INNER, str(fd), *argv[at + 1 :]]
+    inner = [INNER_PYTHON, "-I", "-S", "-c", INNER, str(fd), str(env_fd)]
+    return [*argv[: at + 1], *inner, *argv[at + 1 :]]
+
+
+def read_saved(data: bytes) -> Environ:
+    """The environment the static wrapper saved (`env -0`: NAME=VALUE, each ended by NUL),
+    in its order."""
+    pairs = [entry.partition(b"=") for entry in data.split(b"\0") if entry]
+    return [(name, value) for name, _, value in pairs]
+
+
+def job_environment(saved: Environ) -> Environ:
+    """The job's environment as the job sees it inside its container: each variable the
+    starter also copied under a container prefix takes that copy's value (the starter
+    points them at the container's paths), and the copies themselves go."""
+    names = {name for name, _ in saved}
+    inside: dict[bytes, bytes] = {}
+    for name, value in saved:
+        for prefix in CONTAINER_ENV_PREFIXES:
+            if name.startswith(prefix) and name[len(prefix) :] in names:
+                inside[name[len(prefix) :]] = value
+                break
+    copies = {prefix + name for name in inside for prefix in CONTAINER_ENV_PREFIXES}
+    return [(n, inside.get(n, v)) for n, v in saved if n not in copies]
+
+
+def launcher_environment(saved: Environ, with_copies: bool) -> dict[bytes, bytes]:
+    """The environment of the container launcher: lumberjack's search path and, for a job
+    in its own image, the starter's container copies of the job's environment (Apptainer
+    sets them inside the container only); never a variable of the job's own name."""
+    env = {b"PATH": LAUNCHER_PATH.encode()}
+    if with_copies:
+        env.update((n, v) for n, v in saved if n.startswith(CONTAINER_ENV_PREFIXES))
+    return env
 
 
 def die_like(sig: int) -> None:
@@ -102,24 +160,36 @@ def script(site_image: str) -> str:
     return text.replace('\nSITE_IMAGE = ""\n', f"\nSITE_IMAGE = {site_image!r}\n", 1)
 
 
+def _take_saved(path: str) -> Environ:
+    with open(path, "rb") as saved:
+        data = saved.read()
+    os.unlink(path)
+    return read_saved(data)
+
+
+def _run(command: list[str], env: dict[bytes, bytes], fds: tuple[int, ...]) -> int:
+    """Run the launcher, passing on the starter's signals; its exit code."""
+    child = subprocess.Popen(command, env=env, pass_fds=fds)
+
+    def forward(sig: int, _frame: object) -> None:
+        child.send_signal(sig)
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    return child.wait()
+
+
 def main(argv: list[str]) -> int:
-    launcher = argv[1:]
-    if not launcher:
-        print("job_wrapper: no command to run", file=sys.stderr)
+    if len(argv) < 3:
+        print("job_wrapper: usage: job_wrapper.py SAVED_ENV COMMAND...", file=sys.stderr)
         return 1
-    with tempfile.TemporaryFile() as record:
-        command = with_inner_parent(launcher, record.fileno())
-        if command is None:
-            os.execv(launcher[0], launcher)
-        child = subprocess.Popen(command, pass_fds=(record.fileno(),))
-
-        def forward(sig: int, _frame: object) -> None:
-            child.send_signal(sig)
-
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
-                    signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGTSTP):  # fmt: skip
-            signal.signal(sig, forward)
-        code = child.wait()
+    saved, launcher = _take_saved(argv[1]), argv[2:]
+    with tempfile.TemporaryFile() as record, tempfile.TemporaryFile() as env_file:
+        env_file.write(b"".join(n + b"=" + v + b"\0" for n, v in job_environment(saved)))
+        env_file.seek(0)
+        command = with_inner_parent(launcher, record.fileno(), env_file.fileno())
+        env = launcher_environment(saved, with_copies=command is None)
+        code = _run(command or launcher, env, (record.fileno(), env_file.fileno()))
         record.seek(0)
         killed_by = record.read(8).strip()
     if killed_by.isdigit() and code == 128 + int(killed_by):
