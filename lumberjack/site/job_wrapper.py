@@ -63,7 +63,10 @@ import os, signal, subprocess, sys
 fd, env_fd, job = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 with os.fdopen(env_fd, "rb") as saved:
     pairs = [entry.partition(b"=") for entry in saved.read().split(b"\\0") if entry]
-child = subprocess.Popen(job, env={name: value for name, _, value in pairs})
+env = {name: value for name, _, value in pairs}
+# HTCondor's starter sets HOME itself (the owner's home; Apptainer's --home in a container)
+env.setdefault(b"HOME", os.environb.get(b"HOME", b"/"))
+child = subprocess.Popen(job, env=env)
 def forward(sig, _frame):
     child.send_signal(sig)
 for sig in set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD}:
