@@ -1,6 +1,7 @@
 """Two local owners at one site account: alice and bob export to the testbed site at the
 same time, and bob's job goes after alice's export with everything the site account
-could reach: her export directory and inputs, her pool's signing key, the pilots' token,
+could reach (its environment too: a library and a Python hook it ships, that every
+program started with that environment would load outside its container): her export directory and inputs, her pool's signing key, the pilots' token,
 her job's spool directory (a file written there would come home as hers), other
 processes' roots. Every attempt must fail, from inside bob's job; alice's outputs come
 back whole and exactly hers. And the pilots' token lives for the walltime and a short
@@ -96,12 +97,56 @@ if condor_q -pool "$3" -global -af ClusterId 2>/dev/null | grep -q .; then
 if timeout 20 condor_ssh_to_job -pool "$3" -auto-retry "$2.0" true >/dev/null 2>&1 </dev/null
     then echo "LEAK ssh_to_job"; else echo "denied ssh_to_job"; fi
 env | grep -E 'SEC_TOKEN|CONDOR_CONFIG|passwords\.d|tokens\.d' | sed 's/^/LEAK env /'
+# The job's environment (LD_PRELOAD=hook.so, PYTHONPATH=. with sitecustomize.py): each
+# program that loaded them left a marker here, named inside or OUTSIDE its container.
+python3 -c pass
+for f in escaped-*; do
+    case $f in *OUTSIDE*) echo "LEAK $f" ;; escaped-\*) ;; *) echo "marker $f" ;; esac
+done
 echo "bob's own result" > bob.txt
 echo "probe done"
 """
 
 
 SECRETS = ("pool/local/passwords.d/POOL", "pilots/tokens.d/pilot")
+
+#: Code that bob's job's environment makes every program load: a library (LD_PRELOAD)
+#: and a Python hook (PYTHONPATH=.); each leaves a marker in the job's scratch directory,
+#: named after its program and whether it ran in the job's container (cwd /srv).
+HOOK_C = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    char cwd[4096] = "", exe[4096] = "", path[8192];
+    const char *dir = getenv("_CONDOR_SCRATCH_DIR");
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) exe[n] = 0;
+    if (!getcwd(cwd, sizeof cwd) || !dir) return;
+    const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    snprintf(path, sizeof path, "%s/escaped-ld-%s-%s", dir,
+             strncmp(cwd, "/srv", 4) ? "OUTSIDE" : "inside", base);
+    FILE *f = fopen(path, "w");
+    if (f) fclose(f);
+}
+"""
+SITECUSTOMIZE = """import os, sys
+where = "inside" if os.getcwd().startswith("/srv") else "OUTSIDE"
+name = os.path.basename(sys.executable)
+open(os.path.join(os.environ.get("_CONDOR_SCRATCH_DIR", "."), f"escaped-py-{where}-{name}"), "w").close()
+"""
+
+
+def plant_hooks(job_dir: Path) -> str:
+    """hook.so and sitecustomize.py in bob's job directory; the environment that loads them."""
+    source = job_dir / "hook.c"
+    source.write_text(HOOK_C)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(job_dir / "hook.so"), str(source)],
+                   check=True)  # fmt: skip
+    (job_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    for name in ("hook.c", "hook.so", "sitecustomize.py"):
+        os.chown(job_dir / name, testbed.OTHER_SUBMITTER_UID, testbed.OTHER_SUBMITTER_UID)
+    return "LD_PRELOAD=./hook.so PYTHONPATH=. PYTHONSTARTUP=sitecustomize.py PATH=.:/usr/bin:/bin"
 
 
 def with_pilot_token(remote_dir: str, command: str) -> tuple[int, str]:
@@ -215,6 +260,8 @@ def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, a
         testbed.OTHER_SUBMITTER, bob_dir, 1, executable=str(bob_dir / "probe.sh"),
         arguments=f"{victim} {alice_cluster} {collector_of(victim)}",
         transfer_output_files="bob.txt", transfer_output_remaps='""',
+        transfer_input_files="hook.so, sitecustomize.py",
+        environment=f'"{plant_hooks(bob_dir)}"',
     )  # fmt: skip
     with as_submitter(testbed.OTHER_SUBMITTER):
         lumberjack("export", "--ids", str(bob_cluster), *request, "--name", bob_name)
@@ -247,6 +294,9 @@ def test_bobs_job_cannot_reach_alices_export(workspace: Path, state_dir: Path, a
     assert probe.rstrip().endswith("probe done"), probe
     assert (bob_dir / "bob.txt").read_text() == "bob's own result\n"
     assert [line for line in probe.splitlines() if "LEAK" in line] == []
+    # The hooks did load, in the job's own programs: the job's environment reached the
+    # job, and no program outside its container.
+    assert "marker escaped-ld-inside-" in probe and "marker escaped-py-inside-" in probe, probe
     assert probe.count("denied") >= 23, probe
     for who, seen in views.items():
         assert [line for line in seen.splitlines() if "LEAK" in line] == [], (who, seen)
