@@ -1,7 +1,8 @@
 """Export refuses a job that would make the site's daemons act for it outside its own
 container (Chirp, URL transfers, outputs or checkpoints outside its sandbox, commands
-the bundle cannot carry): one line naming the job and the channel. The facts live in core/job_channels.py; the pools turn each
-channel off at the site as well, so a job refused here would fail there.
+the bundle cannot carry): one line naming the job and the channel. The facts live in
+core/job_channels.py; the pools turn each channel off at the site as well, so a job
+refused here would fail there.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Two local owners at one site account: alice and bob export to the testbed site at the
 same time, and bob's job goes after alice's export with everything the site account
 could reach (its environment too: a library and a Python hook it ships, that every
-program started with that environment would load outside its container): her export directory and inputs, her pool's signing key, the pilots' token,
-her job's spool directory (a file written there would come home as hers), other
-processes' roots. Every attempt must fail, from inside bob's job; alice's outputs come
+program started with that environment would load outside its container): her export
+directory and inputs, her pool's signing key, the pilots' token, her job's spool
+directory (a file written there would come home as hers), other processes' roots. Every attempt must fail, from inside bob's job; alice's outputs come
 back whole and exactly hers. And the pilots' token lives for the walltime and a short
 margin, read from the token itself."""
 
@@ -133,7 +133,8 @@ __attribute__((constructor)) static void mark(void) {
 SITECUSTOMIZE = """import os, sys
 where = "inside" if os.getcwd().startswith("/srv") else "OUTSIDE"
 name = os.path.basename(sys.executable)
-open(os.path.join(os.environ.get("_CONDOR_SCRATCH_DIR", "."), f"escaped-py-{where}-{name}"), "w").close()
+scratch = os.environ.get("_CONDOR_SCRATCH_DIR", ".")
+open(os.path.join(scratch, f"escaped-py-{where}-{name}"), "w").close()
 """
 
 

@@ -152,7 +152,10 @@ def test_the_jobs_environment_reaches_the_job_and_never_the_launcher(wrapper, tm
     (LD_PRELOAD, PYTHONPATH): the job gets it, the launcher gets lumberjack's PATH only,
     and the saved file is gone once read."""
     dump = tmp_path / "job.env"
-    program = f"import os; open({str(dump)!r}, 'wb').write(b''.join(k + b'=' + v + b'\\0' for k, v in os.environb.items()))"
+    program = (
+        f"import os; open({str(dump)!r}, 'wb')"
+        ".write(b''.join(k + b'=' + v + b'\\0' for k, v in os.environb.items()))"
+    )
     assert _run(wrapper, sys.executable, "-I", "-c", program, env=STARTER_ENV).wait() == 0
     got = [tuple(entry.split(b"=", 1)) for entry in dump.read_bytes().split(b"\0") if entry]
     want = [(n, v) for n, v in STARTER_ENV if not n.startswith(b"APPTAINERENV_")]
