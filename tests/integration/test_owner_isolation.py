@@ -3,9 +3,10 @@ same time, and bob's job goes after alice's export with everything the site acco
 could reach (its environment too: a library and a Python hook it ships, that every
 program started with that environment would load outside its container): her export
 directory and inputs, her pool's signing key, the pilots' token, her job's spool
-directory (a file written there would come home as hers), other processes' roots. Every attempt must fail, from inside bob's job; alice's outputs come
-back whole and exactly hers. And the pilots' token lives for the walltime and a short
-margin, read from the token itself."""
+directory (a file written there would come home as hers), other processes' roots. Every
+attempt must fail, from inside bob's job; alice's outputs come back whole and exactly
+hers. And the pilots' token lives for the walltime and a short margin, read from the
+token itself."""
 
 from __future__ import annotations
 
