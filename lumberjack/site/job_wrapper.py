@@ -149,8 +149,9 @@ def launcher_environment(saved: Environ, with_copies: bool) -> dict[bytes, bytes
 def die_like(sig: int) -> None:
     """End this process by `sig`, as the job ended, without a core file of its own."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # neither can be caught or blocked
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
     os.kill(os.getpid(), sig)
 
 
@@ -196,10 +197,20 @@ def main(argv: list[str]) -> int:
         record.seek(0)
         killed_by = record.read(8).strip()
     if killed_by.isdigit() and code == 128 + int(killed_by):
-        die_like(int(killed_by))
+        return end_like(int(killed_by))
     if code < 0:  # the launcher itself killed (a hard kill of the whole job)
-        die_like(-code)
+        return end_like(-code)
     return code
+
+
+def end_like(sig: int) -> int:
+    """End as a job killed by `sig` ends. But HTCondor's DaemonCore takes a child ended by
+    SIGTRAP for a debugger's stop and never reaps it (daemon_core.cpp, TDP): a plain
+    pool's job killed so stays running for ever. That one ends with the shell's 128+5."""
+    if sig == signal.SIGTRAP:
+        return 128 + sig
+    die_like(sig)
+    return 128 + sig  # not reached: the signal ends this process
 
 
 if __name__ == "__main__":
