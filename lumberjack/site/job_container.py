@@ -35,7 +35,7 @@ import os
 from pathlib import Path
 
 from lumberjack.core.images import IMAGE_NAME_REGEX, images_dir
-from lumberjack.core.job_channels import LAUNCHER_ENV_CLASSAD, REMOTE_IO_ATTRS
+from lumberjack.core.job_channels import ACTING_ATTRS, LAUNCHER_ENV_CLASSAD, SWITCH_ATTRS
 from lumberjack.site import job_wrapper
 
 #: Runtimes whose startd runs every job in a nested container (see job_container_lines).
@@ -56,17 +56,27 @@ def _classad_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _unasked(attr: str) -> str:
+    """The START clause that holds when the job does not ask for ACTING_ATTRS' `attr`:
+    as export's asks_for, a switch not true, any other member undefined or empty."""
+    if attr in SWITCH_ATTRS:
+        return f"(TARGET.{attr} =!= true)"
+    return f'(TARGET.{attr} =?= undefined || TARGET.{attr} =?= "")'
+
+
 #: Jobs the startd refuses: Docker, a network or sandbox-directory image, another
-#: universe, Chirp or remote I/O, or variables in their environment that the nested
-#: container's launcher would read outside the job's container (core/job_channels.py;
-#: APPTAINER_BIND would add binds, LD_PRELOAD would load a library of the job's).
-#: Which image paths it accepts: see _image_lines.
+#: universe, any attribute that would make the daemons act outside the job's container
+#: (core/job_channels.py ACTING_ATTRS: Chirp, tool daemons, pre and post commands, logs
+#: and manifests they write...), or variables in their environment that the nested
+#: container's launcher would read outside it (APPTAINER_BIND would add binds,
+#: LD_PRELOAD would load a library of the job's). Which image paths it accepts: see
+#: _image_lines.
 _launcher_env = _classad_string(LAUNCHER_ENV_CLASSAD)
 JOB_GUARD = (
     "(TARGET.WantDocker =!= true) && (TARGET.DockerImage =?= undefined) && "
     "(TARGET.WantDockerImage =!= true) && (TARGET.WantSandboxImage =!= true) && "
     "(TARGET.JobUniverse =?= 5) && "
-    + " && ".join(f"(TARGET.{a} =!= true)" for a in REMOTE_IO_ATTRS)
+    + " && ".join(_unasked(a) for a in ACTING_ATTRS)
     + " && "
     + " && ".join(
         f'(TARGET.{a} =?= undefined || !regexp({_launcher_env}, TARGET.{a}, "i"))'
