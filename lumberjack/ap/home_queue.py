@@ -1,7 +1,8 @@
 """The local queue's commands for exported jobs, as HTCondor-C forwards them: what a
 person did at home (condor_rm, condor_hold, condor_release, condor_qedit) becomes a
 JobAction for the job's copy at the site, and what the site reports becomes the
-attributes condor_q shows at home (docs/condor-q.md).
+attributes condor_q shows at home (docs/condor-q.md). Only edits of
+core/job_channels.EDITABLE_ATTRS travel; any other holds the job at home, with why.
 
 Pure decisions on the jobs' ads (their attributes' texts as job_queue.log holds them)
 and on what was forwarded before (`Forwarded`, kept by the caller between syncs).
@@ -12,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumberjack.ap.job_attrs import CONTROL_ATTRS, REFUSED_ATTRS, REWRITTEN_ATTRS
-from lumberjack.ap.job_channels import CHANNEL_ATTRS
 from lumberjack.core.classad_text import quote_string, unquote_string
 from lumberjack.core.contract import JobAction
+from lumberjack.core.job_channels import ACTING_ATTRS, acting_attr, editable
 from lumberjack.core.jobstatus import JobStatus, status_of
 from lumberjack.core.message_text import one_line
 from lumberjack.core.records import JsonRecord
@@ -38,18 +38,6 @@ SCHEDD_KEEPS = frozenset({
     "LastRejMatchTime", "LastRejMatchReason", "LastMatchTime", "NumJobMatches",
     "AutoClusterId", "AutoClusterAttrs",
 })  # fmt: skip
-
-#: Edits the site must not take: its copy's paths were rewritten for the site (the path
-#: map), who the job is, and every channel the security rules check at export.
-REFUSED = frozenset({
-    *REWRITTEN_ATTRS, *REFUSED_ATTRS, *CONTROL_ATTRS, *CHANNEL_ATTRS, "Owner", "User",
-    "ClusterId", "ProcId", "JobUniverse", "ContainerImageFullPath", "QDate",
-    "JobLeaseDuration", "GlobalJobId", "NumJobStarts", "NumJobCompletions",
-})  # fmt: skip
-_REFUSED_LOWER = {name.lower() for name in REFUSED}
-#: Whole families refused the same way: what the container launcher, file transfer and
-#: the starter's channels read (an edit there could reach past what export checked).
-REFUSED_PREFIXES = ("container", "singularity", "docker", "want", "transfer", "submit_")
 
 #: The reason condor_rm -transfer gives when it is given none: the only trace the
 #: local schedd keeps of the -transfer (with -reason, the job reads as condor_rm's).
@@ -105,10 +93,25 @@ class Plan:
 
 
 def refused_reason(names: list[str], site: str) -> str:
+    """One line: the edits the site's copy does not take, and why each."""
+    why: list[str] = []
+    other: list[str] = []
+    for name in names:
+        attr = acting_attr(name)
+        if attr is None:
+            other.append(name)
+        else:
+            why.append(f"{name}: {ACTING_ATTRS[attr]}, outside the job's container")
+    if other:
+        why.append(
+            f"{', '.join(other)}: not an edit lumberjack forwards (only priorities, "
+            "requirements, rank, resource requests, policy expressions and arguments; "
+            "paths and identity are fixed at export)"
+        )
     return (
         f"condor_qedit of {', '.join(names)} cannot reach the job's copy at site {site} "
-        "(the copy keeps its value: paths and identity are fixed at export); "
-        "condor_release to let it run on there as it was"
+        f"({'; '.join(why)}); the copy keeps its value: condor_release to let it run on "
+        "there as it was"
     )
 
 
@@ -153,8 +156,7 @@ def _edits(texts: dict[str, str], before: dict[str, str]) -> tuple[dict[str, str
     for name, text in sorted(texts.items()):
         if before.get(name) == text:
             continue
-        lower = name.lower()
-        if lower in _REFUSED_LOWER or lower.startswith(REFUSED_PREFIXES) or "\n" in text:
+        if not editable(name) or "\n" in text:
             refused.append(name)
         else:
             edits[name] = text

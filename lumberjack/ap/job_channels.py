@@ -1,6 +1,7 @@
 """Export refuses a job that would make the site's daemons act for it outside its own
-container (Chirp, URL transfers, outputs or checkpoints outside its sandbox, commands
-the bundle cannot carry): one line naming the job and the channel. The facts live in
+container (Chirp, tool daemons and pre/post commands, paths the daemons would write or
+read, URL transfers, outputs or checkpoints outside its sandbox): one line naming the
+job and the channel. The facts live in
 core/job_channels.py; the pools turn each channel off at the site as well, so a job
 refused here would fail there.
 """
@@ -12,8 +13,8 @@ from typing import Any, Optional
 
 from lumberjack.ap.file_lists import split_file_list
 from lumberjack.core.job_channels import (
-    OUTSIDE_ATTRS,
-    REMOTE_IO_ATTRS,
+    ACTING_ATTRS,
+    asks_for,
     is_url,
     uncarried_variable,
 )
@@ -27,7 +28,7 @@ SANDBOX_NAME_ATTRS = ("TransferOutput", "TransferCheckpoint")
 OWN_IMAGE_ATTRS = ("ContainerImage", "SingularityImage")
 #: Every attribute this module reads (the schedd query asks for them).
 CHANNEL_ATTRS = (
-    *REMOTE_IO_ATTRS, *OUTSIDE_ATTRS, *URL_INPUT_ATTRS, *SANDBOX_NAME_ATTRS,
+    *ACTING_ATTRS, *URL_INPUT_ATTRS, *SANDBOX_NAME_ATTRS,
     *OWN_IMAGE_ATTRS, "Environment", "Env",
 )  # fmt: skip
 
@@ -122,16 +123,18 @@ def _list_problem(job: dict[str, Any]) -> Optional[str]:
 
 def channel_problem(job: dict[str, Any]) -> Optional[str]:
     """Why this job may not leave for a site, or None: the first channel it asks for."""
-    for attr in REMOTE_IO_ATTRS:
-        if job.get(attr) is True:
+    return acting_problem(job) or _list_problem(job) or _environment_problem(job)
+
+
+def acting_problem(job: dict[str, Any]) -> Optional[str]:
+    """The first ACTING_ATTRS member the job asks for, in one line (ClassAd names are
+    case-insensitive: the starter finds a `+precmd` as PreCmd)."""
+    present = {name.lower(): (name, value) for name, value in job.items()}
+    for attr, words in ACTING_ATTRS.items():
+        name, value = present.get(attr.lower(), (attr, None))
+        if asks_for(attr, value):
             return (
-                f"it asks for Chirp or remote I/O ({attr} = true), which lumberjack's pools "
-                "turn off: it would read and write files at the site outside the job's container"
+                f"it sets {name}: {words}, outside the job's container as the site "
+                "account every export shares"
             )
-    for attr, words in OUTSIDE_ATTRS.items():
-        if job.get(attr) not in (None, ""):
-            return (
-                f"it sets {words} ({attr}), which the site would run or write outside the "
-                "job's container and the bundle cannot carry"
-            )
-    return _list_problem(job) or _environment_problem(job)
+    return None

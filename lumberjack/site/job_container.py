@@ -36,7 +36,7 @@ import shlex
 from pathlib import Path
 
 from lumberjack.core.images import IMAGE_NAME_REGEX, images_dir
-from lumberjack.core.job_channels import REMOTE_IO_ATTRS
+from lumberjack.core.job_channels import ACTING_ATTRS, SWITCH_ATTRS
 from lumberjack.site import job_wrapper
 from lumberjack.site.templating import render
 
@@ -63,15 +63,25 @@ def _classad_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _unasked(attr: str) -> str:
+    """The START clause that holds when the job does not ask for ACTING_ATTRS' `attr`:
+    as export's asks_for, a switch not true, any other member undefined or empty."""
+    if attr in SWITCH_ATTRS:
+        return f"(TARGET.{attr} =!= true)"
+    return f'(TARGET.{attr} =?= undefined || TARGET.{attr} =?= "")'
+
+
 #: Jobs the startd refuses: Docker, a network or sandbox-directory image, another
-#: universe, Chirp or remote I/O (core/job_channels.py). Which image paths it accepts:
-#: see _image_lines. The job's environment needs no clause: nothing outside the job's
+#: universe, or any attribute that would make the daemons act outside the job's
+#: container (core/job_channels.py ACTING_ATTRS: Chirp, tool daemons, pre and post
+#: commands, logs and manifests they write...). Which image paths it accepts: see
+#: _image_lines. The job's environment needs no clause: nothing outside the job's
 #: container reads it (site/job_wrapper.py).
 JOB_GUARD = (
     "(TARGET.WantDocker =!= true) && (TARGET.DockerImage =?= undefined) && "
     "(TARGET.WantDockerImage =!= true) && (TARGET.WantSandboxImage =!= true) && "
     "(TARGET.JobUniverse =?= 5) && "
-    + " && ".join(f"(TARGET.{a} =!= true)" for a in REMOTE_IO_ATTRS)
+    + " && ".join(_unasked(a) for a in ACTING_ATTRS)
 )
 
 

@@ -5,6 +5,7 @@ for them (core/contract.QueueActions, written before each `act`).
 Each command is taken only when the job's status there still calls for it (a removed
 job is not removed again, a held one not held again), so `act` can be repeated: sync
 sends the same file again when an answer was lost.
+An edit of an attribute outside core/job_channels.EDITABLE_ATTRS is refused here too.
 
 Stdlib only: this module runs at the site, inside the agent's zipapp.
 """
@@ -16,6 +17,7 @@ from typing import Callable
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core.answers import Acted, ActionDone, RemoteJob
 from lumberjack.core.contract import JobAction, QueueActions
+from lumberjack.core.job_channels import editable
 from lumberjack.core.jobstatus import FINISHED, JobStatus, status_of
 from lumberjack.site.files import AgentError, read_contract
 
@@ -65,7 +67,10 @@ def act(path: str, ads: dict[str, jql.Ad], run: Callable[..., str], schedd_runni
     done: list[ActionDone] = []
     for action in wanted.actions:
         command = command_for(action, now.get(action.job))
-        if command is None:
+        unsafe = sorted(name for name in action.edits if not editable(name))
+        if unsafe:  # the access point forwards none: whoever wrote this file, no site edit
+            result = f"refused: condor_qedit of {', '.join(unsafe)} is not an edit the site takes"
+        elif command is None:
             result = "nothing to do"
         elif not schedd_running:
             raise AgentError("the export's schedd is not running at the site; nothing done")

@@ -3,8 +3,11 @@ shows at home: decisions on the jobs' attribute texts, no schedd."""
 
 from __future__ import annotations
 
+import pytest
+
 from lumberjack.ap import home_queue as hq
 from lumberjack.core.contract import JobAction
+from lumberjack.core.job_channels import ACTING_ATTRS, EDITABLE_ATTRS
 
 
 def job(status: int = 1, **attrs: str) -> dict[str, str]:
@@ -76,6 +79,47 @@ def test_an_edit_the_site_must_not_take_holds_the_job_at_home_once() -> None:
     # Released at home as it is: the copy runs on with its own value; no second hold.
     again = hq.plan_round({"7.3": {**edited, "JobStatus": "1"}}, memory, "s")
     assert again.actions == [JobAction("7.3", "release")] and again.hold_at_home == {}
+
+
+def test_an_edit_the_daemons_would_act_on_holds_the_job_with_why() -> None:
+    """Issue 42: a condor_qedit of ToolDaemonCmd after export would have the starter at
+    the site run a sandbox file beside the container; StarterUserLog, write a path."""
+    memory = hq.Forwarded()
+    hq.plan_round({"7.5": job()}, memory, "s")
+    edited = job(ToolDaemonCmd='"payload.sh"', StarterUserLog='"/home/site/x"', JobPrio="5")
+    plan = hq.plan_round({"7.5": edited}, memory, "s")
+    reason = plan.hold_at_home["7.5"]
+    assert plan.actions == [
+        JobAction("7.5", "edit", edits={"JobPrio": "5"}),  # what is safe still goes
+        JobAction("7.5", "hold", reason),
+    ]
+    assert "\n" not in reason and reason.startswith(
+        "condor_qedit of StarterUserLog, ToolDaemonCmd cannot reach the job's copy at site s "
+        f"(StarterUserLog: {ACTING_ATTRS['StarterUserLog']}, outside the job's container; "
+        f"ToolDaemonCmd: {ACTING_ATTRS['ToolDaemonCmd']}, outside the job's container)"
+    )
+
+
+def test_only_edits_known_to_be_safe_are_forwarded() -> None:
+    """An allow-list: an attribute lumberjack does not know (a custom one, or one a newer
+    HTCondor acts on) holds the job instead of reaching the site."""
+    memory = hq.Forwarded()
+    hq.plan_round({"7.6": job()}, memory, "s")
+    plan = hq.plan_round({"7.6": job(MyTag='"x"', tooldaemoncmd='"p"')}, memory, "s")
+    assert [a.action for a in plan.actions] == ["hold"]
+    assert "tooldaemoncmd: the starter would run" in plan.hold_at_home["7.6"]
+    assert "; MyTag: not an edit lumberjack forwards" in plan.hold_at_home["7.6"]
+
+
+@pytest.mark.parametrize("attr", sorted(EDITABLE_ATTRS))
+def test_each_allowed_edit_reaches_the_site(attr: str) -> None:
+    memory = hq.Forwarded()
+    hq.plan_round({"7.7": job()}, memory, "s")
+    for name in (attr, attr.lower()):
+        plan = hq.plan_round({"7.7": job(**{name: f"{len(name)} + 1"})}, memory, "s")
+        ((action,),) = [plan.actions]
+        assert action.action == "edit" and action.edits[name] == f"{len(name)} + 1"
+        assert plan.hold_at_home == {}
 
 
 def test_condor_q_shows_where_each_job_is_and_mirrors_idle_and_running() -> None:

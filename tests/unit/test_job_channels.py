@@ -10,6 +10,7 @@ import pytest
 
 from lumberjack.ap.export import preflight
 from lumberjack.ap.job_channels import channel_problem, environment_names, parse_v2
+from lumberjack.core.job_channels import ACTING_ATTRS, EDITABLE_ATTRS, SWITCH_ATTRS
 from lumberjack.errors import BadInput
 from lumberjack.site.job_container import JOB_GUARD
 from lumberjack.site.remote_pool import pilot_config, pool_config
@@ -135,5 +136,76 @@ def test_every_pool_turns_the_daemon_side_of_each_channel_off(render) -> None:
              for line in text.splitlines() if "=" in line and not line.startswith("#")}  # fmt: skip
     for knob in ("ENABLE_CHIRP", "ENABLE_CHIRP_IO", "ENABLE_CHIRP_UPDATES",
                  "ENABLE_CHIRP_DELAYED", "ENABLE_URL_TRANSFERS", "ENABLE_SSH_TO_JOB",
-                 "SCHEDD_ENABLE_SSH_TO_JOB"):  # fmt: skip
+                 "SCHEDD_ENABLE_SSH_TO_JOB", "STARTER_ALLOW_JOB_PRE_AND_POST_CMD",
+                 "ENABLE_HTTP_PUBLIC_FILES"):  # fmt: skip
         assert lines.get(knob) == "FALSE", knob
+    assert lines.get("FORBID_COMMON_FILE_TRANSFER") == "TRUE"
+
+
+#: What HTCondor 25's starter, shadow and file transfer do outside the job's container
+#: for a job attribute (docs/security-model.md names the source of each): a tool daemon
+#: beside the job (issue 42), pre and post commands, logs and manifests written at a
+#: path or in a directory the job can swap for a link, plugins of the job's, input
+#: remaps, common and public files, the launcher's -S, Chirp and remote I/O.
+MUST_ACT = {
+    "ToolDaemonCmd", "ToolDaemonArgs", "ToolDaemonArguments", "ToolDaemonInput",
+    "ToolDaemonOutput", "ToolDaemonError", "StarterUserLog", "JobStarterLog",
+    "JobStarterDebug", "PreCmd", "PreArgs", "PreArguments", "PreEnv", "PreEnvironment",
+    "PostCmd", "PostArgs", "PostArguments", "PostEnv", "PostEnvironment", "ManifestDir",
+    "ManifestDesired", "CheckpointDestination", "OutputDestination", "TransferPlugins",
+    "TransferInputRemaps", "PublicInputFiles", "CommonInputFiles", "CommonInputCatalogs",
+    "MountUnderScratch", "WantIOProxy", "WantRemoteIO", "WantRemoteSyscalls",
+    "WantRemoteUpdates",
+}  # fmt: skip
+
+#: A plain vanilla job as condor_submit 25 writes it, with the attributes near the
+#: channels that it writes by default (false or empty): none may keep it from running.
+SUBMITTED = {
+    **PLAIN, "Cmd": "/home/alice/run.sh", "Iwd": "/home/alice", "Args": "", "In": "/dev/null",
+    "Out": "out.txt", "Err": "err.txt", "UserLog": "/home/alice/job.log",
+    "StreamOut": False, "StreamErr": False, "TransferIn": False, "WantCheckpoint": False,
+    "ShouldTransferFiles": "YES", "WhenToTransferOutput": "ON_EXIT", "JobPrio": 0,
+    "CoreSize": 0, "OnExitRemove": True, "PeriodicHold": False, "RequestMemory": 64,
+    "Environment": "",
+}  # fmt: skip
+
+
+def _asking(attr: str, name: str | None = None) -> dict:
+    """A plain job that asks for ACTING_ATTRS' `attr` (spelled `name`)."""
+    return {**SUBMITTED, (name or attr): True if attr in SWITCH_ATTRS else "payload.sh"}
+
+
+def test_the_table_holds_every_attribute_the_daemons_act_on() -> None:
+    assert MUST_ACT <= set(ACTING_ATTRS)
+    # An allow-listed edit is never one the daemons act on, in any case.
+    assert not {a.lower() for a in EDITABLE_ATTRS} & {a.lower() for a in ACTING_ATTRS}
+    assert SWITCH_ATTRS <= set(ACTING_ATTRS)
+
+
+@pytest.mark.parametrize("attr", sorted(ACTING_ATTRS))
+def test_each_attribute_the_daemons_act_on_is_refused_at_export(attr: str) -> None:
+    for name in (attr, attr.lower()):  # ClassAd names are case-insensitive
+        problem = channel_problem(_asking(attr, name))
+        assert problem is not None and f"it sets {name}: " in problem, problem
+        assert "outside the job's container" in problem
+        with pytest.raises(BadInput) as caught:
+            preflight([_asking(attr, name)])
+        message = str(caught.value)
+        assert "\n" not in message and "7.0" in message and name in message
+
+
+@pytest.mark.parametrize("attr", sorted(ACTING_ATTRS))
+def test_the_pilots_never_start_a_job_that_sets_one(attr: str) -> None:
+    clause = f"(TARGET.{attr} =!= true)" if attr in SWITCH_ATTRS else (
+        f'(TARGET.{attr} =?= undefined || TARGET.{attr} =?= "")')  # fmt: skip
+    assert clause in JOB_GUARD
+    assert not _starts(_asking(attr))
+    assert not _starts(_asking(attr, attr.upper()))
+
+
+def test_what_condor_submit_writes_by_default_passes_both() -> None:
+    """Switches false and values empty, as condor_submit may leave them, ask for nothing."""
+    assert channel_problem(SUBMITTED) is None and _starts(SUBMITTED)
+    quiet = {a: False if a in SWITCH_ATTRS else "" for a in ACTING_ATTRS}
+    assert channel_problem({**SUBMITTED, **quiet}) is None
+    assert _starts({**SUBMITTED, **quiet})

@@ -44,8 +44,8 @@ def test_each_command_only_where_the_status_calls_for_it() -> None:
 
 def test_act_runs_what_is_needed_and_reports_each(tmp_path: Path) -> None:
     path = tmp_path / "queue-actions.json"
-    actions = (JobAction("1.0", "remove", "r"), JobAction("1.1", "hold", "h"),
-               JobAction("1.2", "release"), JobAction("1.3", "edit", edits={"A": "1"}))  # fmt: skip
+    actions = (JobAction("1.0", "remove", "r"), JobAction("1.1", "hold", "h"), JobAction(
+        "1.2", "release"), JobAction("1.3", "edit", edits={"JobPrio": "1"}))  # fmt: skip
     path.write_text(encode(QueueActions(actions)))
     ran: list[tuple[str, ...]] = []
 
@@ -62,6 +62,20 @@ def test_act_runs_what_is_needed_and_reports_each(tmp_path: Path) -> None:
     assert [c[0] for c in ran] == ["condor_rm", "condor_release", "condor_qedit"]
     with pytest.raises(AgentError, match="not running"):
         qc.act(str(path), ads, run, schedd_running=False)
+
+
+def test_an_edit_the_access_point_never_forwards_is_refused_here_too(tmp_path: Path) -> None:
+    """Whoever wrote queue-actions.json: no tool daemon or starter log reaches the copy."""
+    path = tmp_path / "queue-actions.json"
+    edits = {"JobPrio": "1", "ToolDaemonCmd": '"payload.sh"', "starteruserlog": '"/x"'}
+    path.write_text(encode(QueueActions((JobAction("1.0", "edit", edits=edits),))))
+    ran: list[tuple[str, ...]] = []
+    answer = qc.act(str(path), queue(**{"1_0": 1}), lambda *c: ran.append(c) or "", True)
+    ((done,),) = [answer.actions]
+    assert done.result == (
+        "refused: condor_qedit of ToolDaemonCmd, starteruserlog is not an edit the site takes"
+    )
+    assert ran == []
 
 
 def test_the_status_answer_carries_jobs_that_left_idle_only() -> None:

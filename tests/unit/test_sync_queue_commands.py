@@ -99,6 +99,23 @@ def test_hold_release_and_edits_reach_the_site_at_the_next_sync(exported) -> Non
     assert schedd.removed_x == [["7.1"]]
 
 
+def test_a_tool_daemon_edit_stays_home_and_holds_the_job(exported) -> None:
+    """Issue 42 through sync: condor_qedit of ToolDaemonCmd or StarterUserLog never
+    reaches the site's copy; the job is held at home (and there) with the reason, and a
+    condor_prio in the same round still goes."""
+    ledger, site, schedd = exported
+    running(ledger, site, schedd)
+    schedd.local = [local_job(0, 1, ToolDaemonCmd="payload.sh", JobPrio=5),
+                    local_job(1, 1, StarterUserLog="/home/site/pool/x")]  # fmt: skip
+    sync_once(ledger, site, schedd)
+    assert site.edits == {"7.0": {"JobPrio": "5"}}
+    held = dict((tuple(jobs), reason) for jobs, reason in schedd.held)
+    assert held[("7.0",)].startswith("condor_qedit of ToolDaemonCmd cannot reach")
+    assert "the starter would run that program beside the job" in held[("7.0",)]
+    assert held[("7.1",)].startswith("condor_qedit of StarterUserLog cannot reach")
+    assert site.jobs == {"7.0": "5", "7.1": "5"}
+
+
 def test_jobs_shown_running_are_idle_again_when_handed_back_unrun(exported) -> None:
     ledger, site, schedd = exported
     running(ledger, site, schedd)
