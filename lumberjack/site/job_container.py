@@ -80,8 +80,7 @@ def _unasked(attr: str) -> str:
 JOB_GUARD = (
     "(TARGET.WantDocker =!= true) && (TARGET.DockerImage =?= undefined) && "
     "(TARGET.WantDockerImage =!= true) && (TARGET.WantSandboxImage =!= true) && "
-    "(TARGET.JobUniverse =?= 5) && "
-    + " && ".join(_unasked(a) for a in ACTING_ATTRS)
+    "(TARGET.JobUniverse =?= 5) && " + " && ".join(_unasked(a) for a in ACTING_ATTRS)
 )
 
 
@@ -139,8 +138,10 @@ def write_wrapper(pilots_dir: str, runtime_name: str, image: str) -> None:
     front = Path(pilots_dir, WRAPPER_NAME)
     front.write_text(
         render(
-            "lumberjack.site", "templates/job_wrapper.sh.tmpl",
-            env_dir=shlex.quote(str(env_dir)), wrapper=shlex.quote(str(wrapper)),
+            "lumberjack.site",
+            "templates/job_wrapper.sh.tmpl",
+            env_dir=shlex.quote(str(env_dir)),
+            wrapper=shlex.quote(str(wrapper)),
             launcher_path=job_wrapper.LAUNCHER_PATH,
         )  # fmt: skip
     )

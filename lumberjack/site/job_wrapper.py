@@ -31,11 +31,13 @@ Stdlib only, and a script of its own: the pilots write it beside their config.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
 import sys
 import tempfile
+from typing import Callable
 
 #: Launcher options that take a value as the next word (HTCondor's, and Apptainer's
 #: spellings of them); any other option is a flag or carries its value after `=`.
@@ -56,17 +58,22 @@ LAUNCHER_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 #: (the copy holds the values as the job sees them inside: its scratch is /srv there).
 CONTAINER_ENV_PREFIXES = (b"APPTAINERENV_", b"SINGULARITYENV_")
 #: What that parent runs: the job as its child with the environment read from descriptor
-#: argv[2], every signal it can catch passed on, the signal that killed the job written
-#: to descriptor argv[1], and its exit code as is.
+#: argv[2] and the signals of mask argv[3] ignored (as the starter ignores them for a
+#: job: SIGPIPE), every signal it can catch passed on, the signal that killed the job
+#: written to descriptor argv[1], and its exit code as is.
 INNER = """\
 import os, signal, subprocess, sys
-fd, env_fd, job = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+fd, env_fd, ignored, job = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3], 16), sys.argv[4:]
 with os.fdopen(env_fd, "rb") as saved:
     pairs = [entry.partition(b"=") for entry in saved.read().split(b"\\0") if entry]
 env = {name: value for name, _, value in pairs}
 # HTCondor's starter sets HOME itself (the owner's home; Apptainer's --home in a container)
 env.setdefault(b"HOME", os.environb.get(b"HOME", b"/"))
-child = subprocess.Popen(job, env=env)
+def dispositions():
+    for sig in range(1, 32):
+        if ignored >> (sig - 1) & 1 and sig not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(sig, signal.SIG_IGN)
+child = subprocess.Popen(job, env=env, preexec_fn=dispositions)
 def forward(sig, _frame):
     child.send_signal(sig)
 for sig in set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD}:
@@ -105,12 +112,14 @@ def image_index(argv: list[str]) -> int | None:
     return None
 
 
-def with_inner_parent(argv: list[str], fd: int, env_fd: int) -> list[str] | None:
+def with_inner_parent(
+    argv: list[str], fd: int, env_fd: int, ignored: str = "0"
+) -> list[str] | None:
     """The launcher command with INNER between the image and the job's command."""
     at = image_index(argv)
     if at is None:
         return None
-    inner = [INNER_PYTHON, "-I", "-S", "-c", INNER, str(fd), str(env_fd)]
+    inner = [INNER_PYTHON, "-I", "-S", "-c", INNER, str(fd), str(env_fd), ignored]
     return [*argv[: at + 1], *inner, *argv[at + 1 :]]
 
 
@@ -171,9 +180,22 @@ def _take_saved(path: str) -> Environ:
     return read_saved(data)
 
 
-def _run(command: list[str], env: dict[bytes, bytes], fds: tuple[int, ...]) -> int:
+def ignoring(mask: int) -> Callable[[], None]:
+    """What makes a child ignore the signals of `mask` (SigIgn of /proc/PID/status), as
+    the starter had the wrapper ignore them: python ignores SIGPIPE for itself, and its
+    children get every signal at its default."""
+
+    def dispositions() -> None:
+        for sig in range(1, 32):
+            if mask >> (sig - 1) & 1 and sig not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(sig, signal.SIG_IGN)
+
+    return dispositions
+
+
+def _run(command: list[str], env: dict[bytes, bytes], fds: tuple[int, ...], mask: int) -> int:
     """Run the launcher, passing on the starter's signals; its exit code."""
-    child = subprocess.Popen(command, env=env, pass_fds=fds)
+    child = subprocess.Popen(command, env=env, pass_fds=fds, preexec_fn=ignoring(mask))
 
     def forward(sig: int, _frame: object) -> None:
         child.send_signal(sig)
@@ -184,16 +206,17 @@ def _run(command: list[str], env: dict[bytes, bytes], fds: tuple[int, ...]) -> i
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3:
-        print("job_wrapper: usage: job_wrapper.py SAVED_ENV COMMAND...", file=sys.stderr)
+    if len(argv) < 4 or not re.fullmatch(r"[0-9a-fA-F]{1,16}", argv[2]):
+        print("job_wrapper: usage: job_wrapper.py SAVED_ENV SIGIGN COMMAND...", file=sys.stderr)
         return 1
-    saved, launcher = _take_saved(argv[1]), argv[2:]
+    saved, ignored, launcher = _take_saved(argv[1]), argv[2], argv[3:]
     with tempfile.TemporaryFile() as record, tempfile.TemporaryFile() as env_file:
         env_file.write(b"".join(n + b"=" + v + b"\0" for n, v in job_environment(saved)))
         env_file.seek(0)
-        command = with_inner_parent(launcher, record.fileno(), env_file.fileno())
+        command = with_inner_parent(launcher, record.fileno(), env_file.fileno(), ignored)
         env = launcher_environment(saved, with_copies=command is None)
-        code = _run(command or launcher, env, (record.fileno(), env_file.fileno()))
+        fds = (record.fileno(), env_file.fileno())
+        code = _run(command or launcher, env, fds, int(ignored, 16))
         record.seek(0)
         killed_by = record.read(8).strip()
     if killed_by.isdigit() and code == 128 + int(killed_by):

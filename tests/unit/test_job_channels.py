@@ -43,8 +43,10 @@ REFUSED = [
     ({"SingularityImage": "x.sif", "Environment": "UID=1000"}, "UID"),
     ({"ContainerImage": "x.sif", "Environment": "PROMPT_COMMAND=date"}, "PROMPT_COMMAND"),
     ({"ContainerImage": "x.sif", "Environment": "A=1 pkg.version=2"}, "pkg.version"),
-    ({"ContainerImage": "x.sif", "Environment": None, "Env": "A=1;BASH_FUNC_f%%=x"},
-     "BASH_FUNC_f%%"),
+    (
+        {"ContainerImage": "x.sif", "Environment": None, "Env": "A=1;BASH_FUNC_f%%=x"},
+        "BASH_FUNC_f%%",
+    ),
 ]
 
 

@@ -83,12 +83,12 @@ def _saved(directory: Path, env: list[tuple[bytes, bytes]]) -> str:
 
 def _run(
     wrapper: tuple[str, str], *job: str, image: str = IMAGE,
-    env: list[tuple[bytes, bytes]] = STARTER_ENV[:1],
+    env: list[tuple[bytes, bytes]] = STARTER_ENV[:1], ignored: str = "0",
 ) -> subprocess.Popen:  # fmt: skip
     script, launcher = wrapper
     saved = _saved(Path(script).parent, env)
-    command = [sys.executable, "-I", "-S", script, saved, launcher, "-s", "exec", "-C", image,
-               *job]  # fmt: skip
+    command = [sys.executable, "-I", "-S", script, saved, ignored, launcher, "-s", "exec", "-C",
+               image, *job]  # fmt: skip
     return subprocess.Popen(command, preexec_fn=_default_signals, env={})
 
 
@@ -135,9 +135,9 @@ def test_only_the_site_images_jobs_get_the_inner_parent() -> None:
     launcher = ["/usr/bin/apptainer", *STARTER_ARGS]
     job_wrapper.SITE_IMAGE = IMAGE
     try:
-        inner = job_wrapper.with_inner_parent([*launcher, IMAGE, *job], 5, 6)
+        inner = job_wrapper.with_inner_parent([*launcher, IMAGE, *job], 5, 6, "1000")
         assert inner == [*launcher, IMAGE, job_wrapper.INNER_PYTHON, "-I", "-S", "-c",
-                         job_wrapper.INNER, "5", "6", *job]  # fmt: skip
+                         job_wrapper.INNER, "5", "6", "1000", *job]  # fmt: skip
         other = "/scratch/x/spool/lumberjack-images/" + "a" * 64 + ".sif"
         assert job_wrapper.with_inner_parent([*launcher, other, *job], 5, 6) is None
         assert job_wrapper.with_inner_parent(["/usr/bin/apptainer", "version"], 5, 6) is None
@@ -201,3 +201,12 @@ def test_the_front_script_takes_nothing_from_the_job(tmp_path) -> None:
     assert "@{" not in text
     for name in (WRAPPER_NAME, WRAPPER_PY_NAME, "job-env"):
         assert (tmp_path / name).stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.skipif(not os.access(job_wrapper.INNER_PYTHON, os.X_OK), reason="no python3 there")
+def test_the_job_ignores_what_the_starter_has_it_ignore(wrapper) -> None:
+    """The starter starts a job with SIGPIPE ignored (HTCondor's plain pool: a job that
+    sends itself SIGPIPE goes on); the mask the front script read is the job's."""
+    pipe = 1 << (signal.SIGPIPE - 1)
+    assert _run(wrapper, "/bin/sh", "-c", "kill -13 $$; exit 3", ignored=f"{pipe:x}").wait() == 3
+    assert _run(wrapper, "/bin/sh", "-c", "kill -13 $$; exit 3").wait() == -signal.SIGPIPE
