@@ -82,6 +82,7 @@ EXPECTED_SCRIPTS = sorted(
         for alloc in ("", "alloc-", "alloc-lease-")
         for runtime in ("apptainer", "none", "podman-hpc", "singularity")
     ]  # fmt: skip
+    + ["job-wrapper.sh"]
 )
 
 
