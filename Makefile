@@ -8,6 +8,8 @@ DOCKER_TIER := $(PY) containers/minicondor/engine.py
 # CPU: 2 workers took it from about 3.7 to 2.8 min on 2 cores); `make test UNIT_PARALLEL=`
 # runs them in one process.
 UNIT_PARALLEL ?= -n auto --dist worksteal
+# Every test's time of the last `make test`, slowest first, one file per tier.
+DURATIONS := build/test-durations
 
 .PHONY: install test unit integration docker-test demo testbed-up testbed-down bench lint clean
 
@@ -27,17 +29,25 @@ install: $(VENV)/.installed
 test: install
 	$(TESTBED) build
 	$(DOCKER_TIER) install || echo "docker tier: cannot install a Docker engine here"
-	status=0; \
-	$(PY) -m pytest tests/unit $(UNIT_PARALLEL) -ra --durations=25 || status=1; \
-	$(PY) -m pytest tests --ignore=tests/unit -ra --durations=25 || status=1; \
+	status=0; start=$$(date +%s); \
+	LUMBERJACK_DURATIONS=$(DURATIONS)/unit.txt \
+		$(PY) -m pytest tests/unit $(UNIT_PARALLEL) -ra --durations=25 || status=1; \
+	middle=$$(date +%s); \
+	LUMBERJACK_DURATIONS=$(DURATIONS)/testbed.txt \
+		$(PY) -m pytest tests --ignore=tests/unit -ra --durations=25 || status=1; \
+	end=$$(date +%s); \
+	echo "make test: unit tier $$((middle - start)) s, testbed tiers $$((end - middle)) s," \
+		"$$((end - start)) s in all; every test's time: $(DURATIONS)/"; \
 	exit $$status
 
 unit: install
 	$(PY) -m pytest tests/unit $(UNIT_PARALLEL) -q
 
+# One journey against the testbed (built once, started as the tests need it):
+# `make integration K=owner_isolation` runs the tests whose names match K.
 integration: install
 	$(TESTBED) build
-	$(PY) -m pytest tests/integration -ra
+	$(PY) -m pytest tests/integration -ra $(if $(K),-k '$(K)')
 
 # The docker tier: the engine and the Compose v2 plugin if missing, an engine started only
 # if none runs (and stopped afterwards), the MiniCondor image built once.

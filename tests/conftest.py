@@ -114,3 +114,27 @@ def at_site(site):
     yield sent
     for name in sent:
         stop_at_site(name, f"{SITE_BASE}/{name}")
+
+
+#: Where each run of pytest leaves every test's time, slowest first (`make test` writes
+#: one file per tier): LUMBERJACK_DURATIONS names the file; unset, nothing is written.
+DURATIONS_ENV = "LUMBERJACK_DURATIONS"
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Setup, call and teardown of one test, summed (with xdist: reported to the controller).
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get(DURATIONS_ENV)
+    if not target or hasattr(session.config, "workerinput"):
+        return
+    slowest = sorted(_durations.items(), key=lambda item: -item[1])
+    lines = [f"{seconds:9.1f} s  {nodeid}" for nodeid, seconds in slowest]
+    total = sum(_durations.values())
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    Path(target).write_text(
+        f"{total:9.1f} s  in all, {len(slowest)} tests\n" + "\n".join(lines) + "\n"
+    )
