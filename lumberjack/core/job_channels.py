@@ -15,7 +15,9 @@ Stdlib only: the site uses these facts too.
 
 from __future__ import annotations
 
+import pkgutil
 import re
+from functools import lru_cache
 
 #: Job attributes that make the starter, the shadow or the container launcher act for the
 #: job outside its container (run a command, read or write a path, change the launch),
@@ -101,9 +103,22 @@ def asks_for(name: str, value: object) -> bool:
     return value not in (None, "")
 
 
+@lru_cache(maxsize=1)
+def _htcondor_names() -> frozenset[str]:
+    """The attribute names HTCondor's own code knows (htcondor_attributes.txt), lower case."""
+    data = pkgutil.get_data("lumberjack.core", "htcondor_attributes.txt") or b""
+    lines = data.decode().splitlines()
+    return frozenset(line.strip().lower() for line in lines if line and not line.startswith("#"))
+
+
 def editable(name: str) -> bool:
-    """Whether sync may forward a condor_qedit of this attribute to the site."""
-    return name.lower() in _EDITABLE_LOWER
+    """Whether sync may forward a condor_qedit of this attribute to the site: one of
+    EDITABLE_ATTRS, or a name of the user's own that no HTCondor daemon knows (a plain
+    pool takes `condor_qedit 12.0 MyTag '"x"'`, and so does the site)."""
+    lower = name.lower()
+    if lower in _EDITABLE_LOWER:
+        return True
+    return lower not in _ACTING_LOWER and lower not in _htcondor_names()
 
 
 #: Variables a job's own image cannot be given as HTCondor gives them at home: with no

@@ -101,14 +101,22 @@ def test_an_edit_the_daemons_would_act_on_holds_the_job_with_why() -> None:
 
 
 def test_only_edits_known_to_be_safe_are_forwarded() -> None:
-    """An allow-list: an attribute lumberjack does not know (a custom one, or one a newer
-    HTCondor acts on) holds the job instead of reaching the site."""
+    """An allow-list: an attribute HTCondor's daemons act on and lumberjack does not list
+    as safe (a path, a command) holds the job instead of reaching the site; a name of the
+    user's own, which no daemon knows, goes as in a plain pool."""
     memory = hq.Forwarded()
     hq.plan_round({"7.6": job()}, memory, "s")
-    plan = hq.plan_round({"7.6": job(MyTag='"x"', tooldaemoncmd='"p"')}, memory, "s")
-    assert [a.action for a in plan.actions] == ["hold"]
+    plan = hq.plan_round({"7.6": job(MyTag='"x"', Out='"o"', tooldaemoncmd='"p"')}, memory, "s")
+    assert [a.action for a in plan.actions] == ["edit", "hold"]
+    assert plan.actions[0].edits == {"MyTag": '"x"'}
     assert "tooldaemoncmd: the starter would run" in plan.hold_at_home["7.6"]
-    assert "; MyTag: not an edit lumberjack forwards" in plan.hold_at_home["7.6"]
+    assert "Out: not an edit lumberjack forwards" in plan.hold_at_home["7.6"]
+    assert "MyTag" not in plan.hold_at_home["7.6"]
+    memory = hq.Forwarded()
+    hq.plan_round({"7.6": job()}, memory, "s")
+    plan = hq.plan_round({"7.6": job(MyTag='"x"')}, memory, "s")
+    ((action,),) = [plan.actions]
+    assert action.action == "edit" and action.edits == {"MyTag": '"x"'}
 
 
 @pytest.mark.parametrize("attr", sorted(EDITABLE_ATTRS))
