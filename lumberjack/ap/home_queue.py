@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumberjack.core.classad_text import quote_string, unquote_string
+from lumberjack.ap import result_attrs
+from lumberjack.core.classad_text import is_undefined, quote_string, site_string, unquote_string
 from lumberjack.core.contract import JobAction
 from lumberjack.core.job_channels import ACTING_ATTRS, acting_attr, editable
 from lumberjack.core.jobstatus import JobStatus, status_of
@@ -191,17 +192,27 @@ def shown_at_home(
         remote_status = status_of(there.get("JobStatus", int(JobStatus.IDLE)))
         attrs = {SITE: quote_string(site), EXPORT: quote_string(export),
                  LAST_SEEN: str(now)}  # fmt: skip
-        if remote_status is not None:
+        if remote_status is not None:  # one of HTCondor's codes: never the site's text
             attrs[REMOTE_STATUS] = str(int(remote_status))
         hold = there.get("HoldReason") if remote_status is JobStatus.HELD else None
-        attrs[REMOTE_HOLD_REASON] = hold if isinstance(hold, str) else "undefined"
+        attrs[REMOTE_HOLD_REASON] = _site_literal(hold, result_attrs.TEXT)
         host = there.get("RemoteHost") or there.get("LastRemoteHost")
-        attrs[REMOTE_HOST] = host if isinstance(host, str) else "undefined"
+        attrs[REMOTE_HOST] = _site_literal(host, result_attrs.HOST)
         local = status_of(texts.get("JobStatus"))
         if local in (JobStatus.IDLE, JobStatus.RUNNING) and remote_status in MIRRORED:
             attrs["JobStatus"] = str(int(MIRRORED[remote_status]))
         wanted[job] = attrs
     return wanted
+
+
+def _site_literal(text: Any, most: int) -> str:
+    """What the site reported of an attribute (its expression text in the site's log), as
+    the string literal condor_q shows here: a literal's value, anything else its text as
+    it is; shown, never evaluated in the local schedd. "undefined" when there is none."""
+    if not isinstance(text, str) or is_undefined(text):
+        return "undefined"
+    value = unquote_string(text)
+    return site_string(text if value is None else value, most)
 
 
 #: LumberjackLastSeen is written again once it is this old (or anything else changed):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from lumberjack.ap import as_user, checkpoint_home, results, safe_write, userlog
+from lumberjack.ap import as_user, checkpoint_home, result_attrs, results, safe_write, userlog
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap.handover import QUEUE_LOG, handed_over
 from lumberjack.ap.import_queues import read_returned_queue, read_sent_queue
@@ -43,10 +43,9 @@ from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.ap.schedd import LocalSchedd, import_as_owner
 from lumberjack.core import jobqueuelog as jql
 from lumberjack.core import jobqueuelog_write as jqlw
-from lumberjack.core.classad_text import quote_string
+from lumberjack.core.classad_text import site_string
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
-from lumberjack.core.message_text import one_line
 from lumberjack.core.records import JsonRecord
 from lumberjack.core.returns import HOLD_OVER_CAP, Limits, name_problem
 from lumberjack.errors import BadInput
@@ -528,7 +527,8 @@ def hold(merge: QueueMerge, job_id: str, exc: CannotPlace) -> None:
     """The job comes home held, as HTCondor holds a job whose output it cannot write."""
     ad = merge.ads[job_id]
     ad.set("JobStatus", str(int(JobStatus.HELD)))
-    ad.set("HoldReason", quote_string(one_line(exc.reason)))  # one ClassAd line
+    # The reason may name a file the site chose: bounded, one line, a literal.
+    ad.set("HoldReason", site_string(exc.reason, result_attrs.TEXT))
     ad.set("HoldReasonCode", str(exc.hold_code))
     ad.set("HoldReasonSubCode", str(exc.errno))
     ad.set("EnteredCurrentStatus", str(int(time.time())))

@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from lumberjack.core.classad_text import quote_string, unquote_string
+from lumberjack.core.classad_text import site_string, unquote_string
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,10 @@ COUNT = 2**31 - 1  # how many times something happened
 BIG = 2**53  # bytes, KiB, blocks: still exact as a float
 SECONDS = 2**40  # durations and CPU seconds (tens of thousands of years)
 EPOCH = 2**34  # dates: seconds since 1970, up to the year 2514 (-1: not yet)
-TEXT = 2048  # longest reason text taken
+#: The longest reason text taken from the site (HoldReason, ...). HTCondor has no cap, but
+#: each value is one line of the schedd's log and of condor_q: room for two long paths.
+TEXT = 2048
+HOST = 256  # the longest slot@host taken (a DNS name alone is at most 253 characters)
 
 
 def _group(names: str, kind: Kind) -> dict[str, Kind]:
@@ -95,7 +98,7 @@ RESULTS: dict[str, Kind] = {
         Kind("int", 0, BIG, idle=True),
     ),
     # Where it ran last (HTCondor's "slot@host"; the host is the site's pilot node).
-    **_group("LastRemoteHost", Kind("string", 0, 256, idle=True)),
+    **_group("LastRemoteHost", Kind("string", 0, HOST, idle=True)),
     # Sandbox transfers: sizes, byte counts, dates and per-protocol statistics.
     **_group("TransferInputSizeMB", Kind("int", 0, BIG)),
     **_group("BytesSent BytesRecvd", Kind("float", 0, BIG)),
@@ -195,7 +198,7 @@ def checked(name: str, text: str) -> str | None:
         value = unquote_string(text)
         if value is None or len(value) > kind.high or not value.isprintable():
             return None
-        return quote_string(value)
+        return site_string(value, int(kind.high))
     return _record(text, kind)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from lumberjack.ap import result_attrs
 from lumberjack.core import jobqueuelog as jql
-from lumberjack.core.classad_text import is_undefined, quote_string, unquote_string
+from lumberjack.core.classad_text import is_undefined, site_string, unquote_string
 from lumberjack.core.jobstatus import FINAL, JobStatus, status_of
 from lumberjack.core.records import JsonRecord
 
@@ -208,7 +208,7 @@ def _held_at(ad: jql.Ad, original: jql.Ad, site: str | None) -> None:
     reason = unquote_string(ad.get("HoldReason") or "")
     where = f"at site {site}" if site else "at the site"
     text = f"{where}: {reason}" if reason else f"{where}: held (no reason returned)"
-    ad.set("HoldReason", quote_string(text[: result_attrs.TEXT]))
+    ad.set("HoldReason", site_string(text, result_attrs.TEXT))
 
 
 def is_result(name: str) -> bool:

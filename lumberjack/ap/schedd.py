@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumberjack.ap import result_attrs
 from lumberjack.ap.job_channels import CHANNEL_ATTRS
 from lumberjack.ap.schedd_wait import (
     PATIENCE,
@@ -21,7 +22,7 @@ from lumberjack.ap.schedd_wait import (
     settle_export,
     settle_import,
 )
-from lumberjack.core.classad_text import quote_string
+from lumberjack.core.classad_text import quote_string, site_text
 from lumberjack.core.contract import QUEUE_LOG
 from lumberjack.core.message_text import one_line
 from lumberjack.errors import BadInput, LumberjackError
@@ -170,6 +171,8 @@ class LocalSchedd:
         """Hold jobs ("C.P") with `reason`, as condor_hold -reason does: what cron finds
         it cannot send anywhere, shown where the user looks (condor_q -hold)."""
         htcondor = _htcondor()
+        # One line, bounded, a literal: a reason may quote what a job or the site said.
+        reason = site_text(reason, result_attrs.TEXT)
         try:
             self._schedd.act(htcondor.JobAction.Hold, job_ids, reason=reason)
             # The bindings (25.14) leave HoldReason empty whatever `reason` says.

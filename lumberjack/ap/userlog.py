@@ -32,6 +32,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lumberjack.ap import result_attrs
+from lumberjack.core.classad_text import site_text
 from lumberjack.core.jobstatus import JobStatus
 from lumberjack.core.records import JsonRecord
 from lumberjack.errors import BadInput
@@ -164,7 +166,7 @@ def held_events(
     kept = filter_events(events.data, cluster, proc, JobStatus.HELD).data
     date = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
     job = f"({cluster:03d}.{proc:03d}.000) {date}"
-    text = reason.replace("\n", " ")
+    text = site_text(reason, result_attrs.TEXT)  # as the job's HoldReason says it
     codes = f"\tCode {code} Subcode {sub}\n...\n"
     added = (
         f"021 {job} Error from starter on the site:\n\t{text}\n{codes}"

@@ -20,6 +20,7 @@ a path each time a job crosses a schedd.
 
 A line-based log cannot hold a newline inside a value, so ``quote_string`` refuses
 newline, carriage return and NUL (``ValueError``; callers turn it into their own error).
+Text the site wrote goes through ``site_string`` instead, which never refuses.
 """
 
 from __future__ import annotations
@@ -37,6 +38,21 @@ def quote_string(s: str) -> str:
         if ch in s:
             raise ValueError(f"a ClassAd string in job_queue.log cannot contain {ch!r}")
     return '"' + s.replace('"', '\\"') + '"'
+
+
+def site_text(text: str, most: int) -> str:
+    """`text` another side wrote (the site), as a string at home may hold it: at most
+    `most` characters, white space (newline, tab) a blank and every other character that
+    cannot be printed (control characters, NUL, lone surrogates that are no UTF-8) "?".
+    One character for one, so text that needs none of it is kept as it is."""
+    # Cut first: a hostile answer may be megabytes; each character maps to one.
+    return "".join(" " if c.isspace() else c if c.isprintable() else "?" for c in text[:most])
+
+
+def site_string(text: str, most: int) -> str:
+    """The ClassAd string literal for `text` the site wrote (site_text): always a
+    literal, never an expression the local schedd would evaluate in its jobs' ads."""
+    return quote_string(site_text(text, most))
 
 
 def unquote_string(text: str) -> Optional[str]:

@@ -16,6 +16,8 @@ from lumberjack.core.classad_text import (
     is_undefined,
     literal_bool,
     quote_string,
+    site_string,
+    site_text,
     unquote_string,
 )
 
@@ -155,3 +157,30 @@ def test_is_undefined() -> None:
     assert is_undefined(" UNDEFINED ")
     assert not is_undefined('"undefined"')
     assert not is_undefined(None)
+
+
+@pytest.mark.parametrize(
+    ("said", "literal"),
+    [
+        ('ifThenElse(Owner == "alice", 1, 2)', '"ifThenElse(Owner == \\"alice\\", 1, 2)"'),
+        ("a\nb\r\tc", '"a b  c"'),  # one blank for each: text that needs none is kept
+        ("nul\x00 esc\x1b[2J bell\x07 rtl\u202e", '"nul? esc?[2J bell? rtl?"'),
+        ("lone \udc80 surrogate", '"lone ? surrogate"'),  # no UTF-8 for it
+        ("ends with \\", '"ends with \\"'),
+        ("x" * 70, '"' + "x" * 64 + '"'),
+    ],
+)
+def test_site_string_is_always_one_bounded_literal(said: str, literal: str) -> None:
+    assert site_string(said, 64) == literal
+    assert old_parse(literal) == site_text(said, 64)
+
+
+@given(st.text(st.characters(blacklist_categories=())), st.integers(min_value=0, max_value=80))
+@example('a\\") || true || ("', 80)
+@example("\\", 1)
+def test_site_string_is_read_back_as_its_bounded_text(said: str, most: int) -> None:
+    text = site_text(said, most)
+    assert len(text) <= most and text.isprintable() and "\n" not in text
+    text.encode("utf-8")  # valid UTF-8: no lone surrogate left
+    assert old_parse(site_string(said, most)) == text
+    assert unquote_string(site_string(said, most)) == text

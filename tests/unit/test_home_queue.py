@@ -166,3 +166,30 @@ def test_the_baseline_keeps_what_a_cluster_shares_once() -> None:
     kept = {k: v for k, v in jobs["7.5"].items() if k not in hq.SCHEDD_KEEPS}
     assert memory.baseline("7.5") == kept
     assert memory.baseline("8.0") is None
+
+
+def test_a_hold_at_home_sets_one_bounded_string_literal() -> None:
+    """Whatever a reason quotes (a job's attribute, a site's answer), the local schedd's
+    hold and HoldReason get it on one line, cut to result_attrs.TEXT, as a literal."""
+    from lumberjack.ap import result_attrs
+    from lumberjack.ap.schedd import LocalSchedd
+
+    class Bindings:  # the bindings' Schedd: what LocalSchedd asked of it
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, list[str], str]] = []
+
+        def act(self, action: object, job_ids: list[str], reason: str) -> None:
+            self.calls.append(("act", job_ids, reason))
+
+        def edit(self, job_ids: list[str], name: str, text: str) -> None:
+            self.calls.append((name, job_ids, text))
+
+    schedd = object.__new__(LocalSchedd)  # no schedd to reach: the bindings'
+    schedd._schedd = bindings = Bindings()
+    said = 'x") || ("\\\nnext\x00' + "r" * 5000
+    schedd.hold(["7.0"], said)
+    text = ('x") || ("\\ next?' + "r" * 5000)[: result_attrs.TEXT]
+    assert bindings.calls == [
+        ("act", ["7.0"], text),
+        ("HoldReason", ["7.0"], '"' + text.replace('"', '\\"') + '"'),
+    ]

@@ -830,3 +830,18 @@ def test_a_completed_job_held_at_import_counts_no_completion() -> None:
     importer.hold(merge, "7.0", exc)  # type: ignore[arg-type]
     assert (ad.get("JobStatus"), ad.get("NumJobCompletions"), merge.completed) == ("5", "0", 0)
     assert (ad.get("HoldReasonCode"), ad.get("HoldReasonSubCode")) == ("33", "0")
+
+
+def test_a_hold_at_import_is_one_bounded_string_literal_in_the_ad_and_the_log() -> None:
+    # A reason may name what the site chose: one line, cut, a literal, the same text in
+    # the job's HoldReason and in its user log's hold event.
+    from types import SimpleNamespace
+
+    ad = jql.Ad("7.0", "Job", "Machine", {"JobStatus": "2"})
+    merge = SimpleNamespace(ads={"7.0": ad}, statuses={}, completed=0)
+    said = 'cannot write /x/a") || true || ("\\\nb\x00\x1b[2J' + "r" * 5000
+    importer.hold(merge, "7.0", output_writer.CannotPlace(said, 13))  # type: ignore[arg-type]
+    text = ('cannot write /x/a") || true || ("\\ b??[2J' + "r" * 5000)[: result_attrs.TEXT]
+    assert ad.get("HoldReason") == '"' + text.replace('"', '\\"') + '"'
+    log = userlog.held_events(userlog.Events(), 7, 0, said, 12, 13, 0).decode()
+    assert log.count(f"\t{text}\n") == 2  # the error (021) and the hold (012)

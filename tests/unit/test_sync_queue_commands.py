@@ -160,3 +160,50 @@ def test_job_ranges_cover_each_job_once() -> None:
         "(ClusterId == 9 && ProcId >= 0 && ProcId <= 2)"
     ]
     assert list(job_ranges([], 10)) == []
+
+
+#: What a hostile site may answer for what condor_q shows at home (a held job's reason,
+#: a running job's host), and the string literal each must become there: shown, cut to
+#: its bound (result_attrs.TEXT, result_attrs.HOST), never evaluated by the local schedd.
+EXPRESSION = 'ifThenElse(Owner == "alice", "x", "y")'  # unquoted, it would run at home
+HOSTILE_SHOWN = [
+    (EXPRESSION, '"ifThenElse(Owner == \\"alice\\", \\"x\\", \\"y\\")"', None),
+    ('"' + "r" * 5000 + '"', '"' + "r" * 2048 + '"', '"' + "r" * 256 + '"'),
+    # Quotes, backslashes, a newline, a NUL, an escape sequence and a lone surrogate.
+    ('"say \\"hi\\" C:\\dir\nnext\x00end\x1b[31m\ud800"',
+     '"say \\"hi\\" C:\\dir next?end?[31m?"', None),
+    ("undefined", None, None),  # nothing to show: nothing set
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("said", "reason", "host"), HOSTILE_SHOWN)
+def test_a_hostile_status_answer_reaches_condor_q_as_a_bounded_string(
+    exported, said: str, reason: str | None, host: str | None
+) -> None:
+    import json
+
+    from lumberjack.core.classad_text import unquote_string
+
+    classad2 = pytest.importorskip("classad2")
+    ledger, site, schedd = exported
+    running(ledger, site, schedd)
+    site.hold_jobs("7.0")
+    honest = site.agent_answer
+
+    def hostile(command: str, root: str) -> str:  # the agent's answer line, rewritten
+        data = json.loads(honest(command, root))
+        if command == "status":
+            data["remote_jobs"]["7.0"]["HoldReason"] = said
+            data["remote_jobs"]["7.1"]["RemoteHost"] = said
+        return json.dumps(data)
+
+    site.agent_answer = hostile
+    schedd.edits.clear()
+    sync_once(ledger, site, schedd)
+    set_home = {(name, tuple(jobs)): text for jobs, name, text in schedd.edits}
+    assert set_home.get(("LumberjackRemoteHoldReason", ("7.0",))) == reason
+    assert set_home.get(("LumberjackRemoteHost", ("7.1",))) == (host or reason)
+    for text in {reason, host} - {None}:
+        # The local schedd reads it as one string literal of exactly that text.
+        value = classad2.parseOne(f"A = {text}\n", parser=classad2.ParserType.Old)["A"]
+        assert isinstance(value, str) and value == unquote_string(text)
