@@ -21,7 +21,6 @@ from typing import Any, BinaryIO
 
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer, matchmaking, site_logs
-from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.core import crashpoints
 from lumberjack.core.answers import Status
@@ -91,7 +90,7 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         )
         crash_point("ship.after-upload")
         conn.put_bytes(read.data, posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o600)
-        conn.put_bytes(build_agent(), layout.agent, 0o700)
+        site.put_agent(layout)
         release = ship_condor_release(site, layout)
         crash_point("ship.before-ledger")
         result = {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
