@@ -29,9 +29,10 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.core.records import to_json
 from lumberjack.host.identity import acting_as, owner_of
+from lumberjack.profiles.isolation import CONTAINED
 from lumberjack.profiles.sites import check_not_retired
 from lumberjack.state import phases, queue_commands
-from lumberjack.state.isolation_guard import check_isolation
+from lumberjack.state.isolation_guard import RAN_UNCONTAINED, check_isolation
 from lumberjack.state.job_lookup import record_status
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
@@ -134,6 +135,8 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     check_runtime(site.profile)
     if record.phase == Phase.SHIPPED:  # a first launch; later rounds were allowed then
         check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))
+        if ledger.get(record.name).info.get("isolation") != CONTAINED:
+            ledger.update_info(record.name, **{RAN_UNCONTAINED: True})
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:
