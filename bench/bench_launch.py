@@ -12,7 +12,7 @@ Side by side on the testbed's emulated site (Slurm nodes c1-c3, 2 cores each):
     with a breakdown: the launch command returning, the first node.sh starting;
   lumberjack, 30 short jobs on 3 nodes: from launch until every job is done.
 
-A watcher at the site (python3 with the shipped agent.pyz on its path) polls the
+A watcher at the site (python3 with the shipped agent on its path) polls the
 schedd's own job_queue.log every 0.1 s with the agent's reader; the site shares this
 machine's clock (same kernel), so its timestamps and ours are comparable. Every export
 is fetched, imported and cleaned up afterwards, so nothing is left running. Shipping is
@@ -52,7 +52,7 @@ GOAL_FIRST_JOB_S = 6.0  # issue P5
 # previous one and it is.
 STEPS = (
     ("plan_written", "CLI start-up, SSH connection, launch.json written (helper put)"),
-    ("queue_placed", "the agent starts (python3 agent.pyz), places the queue"),
+    ("queue_placed", "the agent starts (python3 -I, verified), places the queue"),
     ("schedd_up", "Apptainer instance of the pool; master, collector, negotiator, schedd"),
     ("pilot_token", "the pilots' token made (condor_token_create in the instance)"),
     ("pilot_submitted", "pilot script written, sbatch"),
@@ -74,7 +74,7 @@ MANY_TIMEOUT_S = 240
 _WATCHER = r"""
 import glob, json, os, re, sys, time
 root, want, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-sys.path.insert(0, os.path.join(root, "agent.pyz"))
+sys.path.insert(0, sys.argv[4])  # the agent lumberjack shipped (ExportLayout.agent_file)
 from lumberjack.core import jobqueuelog as jql
 def say(event, **extra):
     print(json.dumps(dict(event=event, t=time.time(), **extra)), flush=True)
@@ -194,11 +194,18 @@ def lumberjack(*args: str) -> dict:
         return {}
 
 
+def agent_at(export_dir: str) -> str:
+    from lumberjack.ap.agent_zipapp import shipped_agent
+    from lumberjack.core.contract import ExportLayout
+
+    return ExportLayout(export_dir).agent_file(shipped_agent().sha256)
+
+
 def timed_launch(profile: SiteProfile, name: str, export_dir: str, want: int, timeout: float):
     """Launch `name` and watch it at the site; events relative to the launch's start."""
     watcher = subprocess.Popen(
         [*ssh_command(profile), shlex.join(["python3", "-c", _WATCHER, export_dir, str(want),
-                                             str(timeout)])],
+                                             str(timeout), agent_at(export_dir)])],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert watcher.stdout is not None

@@ -307,9 +307,9 @@ def clean_up(run: Run) -> list[str]:
         left += journey.site_leftovers(f"lease-{run.lease}", lease_dir)
         if journey.site_path(lease_dir).exists():
             left.append(f"directory {lease_dir}")
-            agent = f"{lease_dir}/agent.pyz"
-            journey.site_run(f"test -f {agent} && python3 {agent} lease-stop {lease_dir}; "
-                             f"python3 {agent} remove {lease_dir}; rm -rf {lease_dir}",
+            journey.site_run(f"{journey.agent_line(lease_dir, 'lease-stop', lease_dir)}; "
+                             f"{journey.agent_line(lease_dir, 'remove', lease_dir)}; "
+                             f"rm -rf {lease_dir}",
                              check=False)  # fmt: skip
     return left
 

@@ -38,6 +38,7 @@ import journey  # noqa: E402
 import testbed  # noqa: E402
 
 from lumberjack.ap import export as export_mod  # noqa: E402
+from lumberjack.ap.agent_zipapp import shipped_agent  # noqa: E402
 from lumberjack.ap.schedd import LocalSchedd  # noqa: E402
 from lumberjack.core.contract import encode  # noqa: E402
 from lumberjack.profiles.sites import find_profile  # noqa: E402
@@ -108,7 +109,9 @@ def stand_in_launch(names: list[str]) -> str:
             plan = plans.launch_plan(record, site.profile, layout)
             site.conn.put_bytes(encode(plan).encode(), layout.launch_plan, 0o600)
             roots.append(layout.root)
-        agent = roots[0] + "/agent.pyz"
+        first = steps.layout_of(ledger.get(names[0]))
+        site.put_agent(first)  # lumberjack's verified agent, beside the exports
+        agent = first.agent_file(shipped_agent().sha256)
         site.conn.run(shlex.join(["python3", "-c", _PLACE, agent, held, *roots]))
         for name in names:
             ledger.move(name, "launch")

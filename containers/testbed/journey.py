@@ -379,14 +379,24 @@ def stop_at_site(name: str, remote_dir: str) -> None:
     remove its directory there (for tests and the demo that stop half-way)."""
     if not site_path(remote_dir).exists():
         return
-    agent = f"{remote_dir}/agent.pyz"
     site_run(
-        f"test -f {agent} && python3 {agent} stop {remote_dir}; "
+        f"{agent_line(remote_dir, 'stop', remote_dir)}; "
         f"pilots=$(squeue -h -u hpcuser -o %j | grep '^lj-{name}-' | paste -sd, -); "
         f'[ -n "$pilots" ] && scancel -u hpcuser -n "$pilots"; '
-        f"test -f {agent} && python3 {agent} remove {remote_dir}; rm -rf {remote_dir}",
+        f"{agent_line(remote_dir, 'remove', remote_dir)}; rm -rf {remote_dir}",
         check=False,
     )
+
+
+def agent_line(remote_dir: str, *args: str) -> str:
+    """The site agent as lumberjack runs it (python3 -I, its bytes checked first), for
+    the export or lease at `remote_dir`; where lumberjack never shipped it, it runs
+    nothing (exit core/agent_loader.MISSING)."""
+    from lumberjack.ap.agent_zipapp import agent_command, shipped_agent
+    from lumberjack.core.contract import ExportLayout
+
+    agent = shipped_agent()
+    return agent_command(ExportLayout(remote_dir).agent_file(agent.sha256), agent.sha256, *args)
 
 
 def site_connection(site, known_hosts: Path | None = None):  # -> fabric.Connection

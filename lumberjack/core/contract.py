@@ -52,6 +52,12 @@ QUEUE_LOG = "job_queue.log"
 LEASE_PREFIX = "lease-"
 
 
+#: lumberjack's own directory under base_dir, beside the exports' and leases' (no export
+#: or lease name starts with "."): the site agent, one file per content. No container
+#: binds it, unlike an export's directory, which its pool and pilots bind writable.
+AGENT_DIR = ".lumberjack"
+
+
 def lease_dir_name(name: str) -> str:
     return f"{LEASE_PREFIX}{name}"
 
@@ -155,8 +161,15 @@ class ExportLayout:
         return self._path(SiteLogs.DIR)
 
     @property
-    def agent(self) -> str:
-        return self._path("agent.pyz")
+    def agent_dir(self) -> str:
+        """lumberjack's directory beside this one (see AGENT_DIR), the account's only."""
+        return str(PurePosixPath(self.root).parent / AGENT_DIR)
+
+    def agent_file(self, sha256: str) -> str:
+        """The site agent of this content. An export shipped by an earlier release has
+        its own agent.pyz in its directory, which a job could rewrite: never run again
+        (this agent reads everything an earlier one left there)."""
+        return str(PurePosixPath(self.agent_dir, f"agent-{sha256}.pyz"))
 
     @property
     def queue_actions(self) -> str:

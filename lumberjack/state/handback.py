@@ -10,11 +10,9 @@ says what was left.
 
 from __future__ import annotations
 
-import shlex
 import shutil
 from typing import Any
 
-from lumberjack.core.contract import ExportLayout
 from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.records import to_json
 from lumberjack.errors import LoginNeeded, LumberjackError, RemoteError, SetupError
@@ -61,7 +59,7 @@ def _stop_pool(site: Site | None, record: ExportRecord, force: bool) -> dict[str
         if site is None:
             raise RemoteError(f"no connection to site {record.site}")
         layout = layout_of(record)
-        if not _agent_there(site, layout):
+        if not site.holds(layout):
             return {"stop": "nothing of the export at the site"}
         return {"stop": to_json(site.agent(layout, "stop"))}
     except (LumberjackError, LinkLost) as exc:
@@ -128,7 +126,7 @@ def _remove_at_site(site: Site, record: ExportRecord, force: bool) -> dict[str, 
     layout = layout_of(record)
     result: dict[str, Any] = {}
     try:
-        if _agent_there(site, layout):
+        if site.holds(layout):
             result["stop"] = to_json(site.agent(layout, "stop"))
             crash_point("cleanup.after-stop")
             result["remote"] = to_json(site.agent(layout, "remove"))
@@ -146,11 +144,6 @@ def _remove_at_site(site: Site, record: ExportRecord, force: bool) -> dict[str, 
             ) from exc
         result["left"] = f"{layout.root} at site {record.site} ({reason})"
     return result
-
-
-def _agent_there(site: Site, layout: ExportLayout) -> bool:
-    """Whether the export's agent (and so anything of it) is at the site."""
-    return site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False).exited == 0
 
 
 def _first_line(exc: BaseException) -> str:

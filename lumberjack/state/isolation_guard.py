@@ -36,6 +36,11 @@ AT_SITE = (
 #: a ship cut short, or handed back without a cleanup.
 AT_SITE_IF_SHIPPED = (Phase.EXPORTED, Phase.UNEXPORTED)
 LEASE_AT_SITE = (LeasePhase.CREATING, LeasePhase.ACTIVE, LeasePhase.STOPPING)
+#: The ledger's mark of an export launched with jobs that get no container. Such jobs
+#: could write the account's shell startup files or ~/.ssh, which run with every later
+#: command there (sshd runs each through the login shell): the account stays that
+#: owner's after the export's cleanup, until a person has checked it (--shared-account).
+RAN_UNCONTAINED = "ran_uncontained"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class Tenant:
     site: str | None  # the profile's name: for messages only
     account: str | None  # user@host; None: recorded before accounts were, profile gone
     isolation: str  # CONTAINED, SHARED or ONE_OWNER (profiles/isolation.py)
+    gone: bool = False  # nothing of it is at the site, but its jobs ran there uncontained
 
     @property
     def contained(self) -> bool:
@@ -86,10 +92,11 @@ def tenants(ledger: Ledger) -> Iterator[Tenant]:
     known: dict[str, dict[str, Any]] = {}
     for record in ledger.list():
         shipped = "site_account" in record.info and record.phase in AT_SITE_IF_SHIPPED
-        if record.site is not None and (record.phase in AT_SITE or shipped):  # not --out
+        there = record.phase in AT_SITE or shipped
+        if record.site is not None and (there or record.info.get(RAN_UNCONTAINED)):  # not --out
             facts = _recorded(record.info, record.site, known)
             yield Tenant("export", record.name, record.owner, record.phase.value, record.site,
-                         facts["site_account"], facts["isolation"])  # fmt: skip
+                         facts["site_account"], facts["isolation"], not there)  # fmt: skip
     for lease in ledger.leases():
         if lease.phase in LEASE_AT_SITE:
             facts = _recorded(lease.info, lease.site, known)
@@ -112,6 +119,14 @@ def refuse_beside(ledger: Ledger, new: Tenant, profile: SiteProfile, shared: boo
             f"{other.kind} {other.name} of {other.owner or 'an unrecorded owner'} is there "
             f"({other.phase}) on the same site account {new.account} (site {other.site})"
         )
+        if other.gone:
+            raise BadInput(
+                f"export {other.name} of {other.owner or 'an unrecorded owner'} ran its jobs "
+                f"without a container on the same site account {new.account} (site "
+                f"{other.site}): what they could have left there (shell startup files, "
+                "~/.ssh) runs with every command lumberjack sends; once a person has "
+                "checked the account, --shared-account (or [site] shared_account = true)"
+            )
         if new.contained:
             why = f"{there}, and its jobs get no container: they could read this {new.kind}'s files"
         else:

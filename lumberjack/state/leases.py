@@ -26,7 +26,6 @@ import pwd
 import shlex
 from typing import Any
 
-from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.job_channels import CHANNEL_ATTRS, channel_problem
 from lumberjack.core.answers import Accounting, LeaseStatus
 from lumberjack.core.contract import PLACEMENTS, ExportLayout
@@ -174,7 +173,7 @@ def start(ledger: Ledger, site: Site, record: LeaseRecord) -> dict[str, Any]:
         conn = site.conn
         root = shlex.quote(layout.root)
         conn.run(f"mkdir -p {root} && chmod 700 {root}")
-        conn.put_bytes(build_agent(), layout.agent, 0o700)
+        site.put_agent(layout)
         ship_condor_release(site, layout)
         plan = pool_plan(request_of(record.info), site.profile, layout)
         site.put_launch_plan(layout, plan)
@@ -260,8 +259,7 @@ def shutdown(
 
     def act() -> dict[str, Any]:
         result: dict[str, Any] = {}
-        probe = site.conn.run(f"test -f {shlex.quote(layout.agent)}", check=False)
-        if probe.exited == 0:
+        if site.holds(layout):
             result["stop"] = to_json(site.agent(layout, "lease-stop"))
             result["remote"] = to_json(site.agent(layout, "remove"))
         else:

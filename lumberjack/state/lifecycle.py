@@ -21,7 +21,6 @@ from typing import Any, BinaryIO
 
 from lumberjack.ap import bundle as bundle_mod
 from lumberjack.ap import importer, matchmaking, site_logs
-from lumberjack.ap.agent_zipapp import build_agent
 from lumberjack.ap.remote_layout import REMOTE_USERLOG_NAME
 from lumberjack.core import crashpoints
 from lumberjack.core.answers import Status
@@ -30,9 +29,10 @@ from lumberjack.core.crashpoints import crash_point
 from lumberjack.core.manifest import FileEntry
 from lumberjack.core.records import to_json
 from lumberjack.host.identity import acting_as, owner_of
+from lumberjack.profiles.isolation import CONTAINED
 from lumberjack.profiles.sites import check_not_retired
 from lumberjack.state import phases, queue_commands
-from lumberjack.state.isolation_guard import check_isolation
+from lumberjack.state.isolation_guard import RAN_UNCONTAINED, check_isolation
 from lumberjack.state.job_lookup import record_status
 from lumberjack.state.ledger import ExportRecord, Ledger
 from lumberjack.state.phases import Phase
@@ -91,7 +91,7 @@ def ship(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
         )
         crash_point("ship.after-upload")
         conn.put_bytes(read.data, posixpath.join(layout.bundle, bundle_mod.MANIFEST), 0o600)
-        conn.put_bytes(build_agent(), layout.agent, 0o700)
+        site.put_agent(layout)
         release = ship_condor_release(site, layout)
         crash_point("ship.before-ledger")
         result = {"sent_files": report.sent_files, "sent_bytes": report.sent_bytes,
@@ -135,6 +135,8 @@ def launch(ledger: Ledger, site: Site, record: ExportRecord) -> dict[str, Any]:
     check_runtime(site.profile)
     if record.phase == Phase.SHIPPED:  # a first launch; later rounds were allowed then
         check_isolation(ledger, record, site.profile, record.info.get("shared_account", False))
+        if ledger.get(record.name).info.get("isolation") != CONTAINED:
+            ledger.update_info(record.name, **{RAN_UNCONTAINED: True})
     layout = layout_of(record)
 
     def act() -> dict[str, Any]:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
-from lumberjack.core import crashpoints
+from lumberjack.ap.agent_zipapp import agent_command, shipped_agent
+from lumberjack.core import agent_loader, crashpoints
 from lumberjack.core.answers import Acted, Answer, Failed, Status, Statuses, read_answer
 from lumberjack.core.contract import (
     ExportLayout,
@@ -100,6 +101,10 @@ class Site:
                 f"{earlier} of that name; choose another {rename} (or remove that directory)"
             )
 
+    def holds(self, layout: ExportLayout) -> bool:
+        """Whether anything of the export (or lease) is at the site: its directory."""
+        return self.conn.run(f"test -d {shlex.quote(layout.root)}", check=False).exited == 0
+
     def put_launch_plan(self, layout: ExportLayout, plan: LaunchPlan) -> None:
         """launch.json: the plan the agent starts a pool and its pilots by, readable by
         the site account only."""
@@ -116,16 +121,45 @@ class Site:
         answer: Acted = self.agent(layout, "act")
         return answer
 
+    def put_agent(self, layout: ExportLayout) -> None:
+        """This access point's site agent in lumberjack's directory beside the export's
+        (the account's only), unless a file of its name is there: a wrong one is refused
+        when it would run, not silently replaced. Idempotent."""
+        agent = shipped_agent()
+        directory = shlex.quote(layout.agent_dir)
+        path = layout.agent_file(agent.sha256)
+        there = f"mkdir -p {directory} && chmod 700 {directory} && test -f {shlex.quote(path)}"
+        if not self.conn.run(there, check=False).ok:
+            self.conn.put_bytes(agent.data, path, 0o500)
+
+    def run_agent(self, layout: ExportLayout, *args: str, env: str = "") -> Any:
+        """The verified site agent run with `args` (`env`: assignments before it); its
+        result, whatever it answered. Shipped first when the site has no agent of this
+        content yet (a first export there, a new lumberjack); SetupError when the file
+        there is not that agent: something changed it, and retrying cannot help."""
+        agent = shipped_agent()
+        line = env + agent_command(layout.agent_file(agent.sha256), agent.sha256, *args)
+        result = self.conn.run(line, check=False)
+        if result.exited == agent_loader.MISSING:
+            self.put_agent(layout)
+            result = self.conn.run(line, check=False)
+        if result.exited == agent_loader.ALTERED:
+            detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise SetupError(
+                f"site {self.profile.name}: {detail} (nothing was run; a person should check "
+                "the site account, then remove that file)"
+            )
+        return result
+
     def agent(self, layout: ExportLayout, command: str) -> Any:
         """Run the site agent; its answer (core/answers.ANSWERS[command]), decoded
         strictly, or RemoteError with its one-line reason (SetupError when that reason is
-        a setup mistake: retrying cannot help; ContractError, a RemoteError too, when the
-        answer is not of its type)."""
-        line = f"python3 {shlex.quote(layout.agent)} {command} {shlex.quote(layout.root)}"
+        a setup mistake, or the agent file was changed: retrying cannot help;
+        ContractError, a RemoteError too, when the answer is not of its type)."""
         point = crashpoints.armed()
-        if point:  # the agent's own crash points (tests): the same variable, over SSH
-            line = f"{crashpoints.ENV}={shlex.quote(point)} {line}"
-        result = self.conn.run(line, check=False)
+        # The agent's own crash points (tests): the same variable, over SSH (-I keeps it).
+        env = f"{crashpoints.ENV}={shlex.quote(point)} " if point else ""
+        result = self.run_agent(layout, command, layout.root, env=env)
         lines = result.stdout.strip().splitlines()
         if not lines or not lines[-1].startswith("{"):
             detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
@@ -143,16 +177,15 @@ class Site:
 
     def prefetch_status(self, layouts: list[ExportLayout]) -> None:
         """The status of several exports in one call of the site agent (one process at
-        the site instead of one per export), kept in `statuses`. The agent shipped with
-        the first export answers for all (they are the same account's, below the same
-        base_dir); an agent too old to take several directories answers nothing here,
-        and each export is then asked on its own, as is any the call did not answer."""
+        the site instead of one per export), kept in `statuses`. It is lumberjack's
+        verified agent, no export's own, so it may answer for all (they are the same
+        account's, below the same base_dir); each export the call did not answer is
+        then asked on its own."""
         if len(layouts) < 2:
             return
         roots = [layout.root for layout in layouts]
-        line = shlex.join(["python3", layouts[0].agent, "status", *roots])
         try:
-            result = self.conn.run(line, check=False)
+            result = self.run_agent(layouts[0], "status", *roots)
             text = result.stdout.strip().splitlines()[-1]
             record_message("status-many", text)
             answer = decode(Statuses, text, "site agent status answer")

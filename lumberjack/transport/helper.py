@@ -1,22 +1,21 @@
 """The command line that runs the transfer helper (lumberjack.site.transfer_helper) at
 the site.
 
-How it gets there: its source goes inside the command itself, `python3 -c` with a
-compressed program, on every call. That needs nothing at the site beforehand (no file
-to install or keep in step with this version, no agent.pyz yet: the agent is itself
-written by the helper's `put`), costs about 5 KB per command, and keeps the command on
-one line, which every login shell passes as is. The program puts the helper and the
-lumberjack modules it imports (core.safepath, core.returns, core.sparse) into
-sys.modules under their own names, so the helper runs at the site exactly as it is
+How it gets there: its source goes inside the command itself, `python3 -I -c` with a
+compressed program (core/site_python.py), on every call. That needs nothing at the site
+beforehand (no file to install or keep in step with this version, no agent yet: the
+agent is itself written by the helper's `put`), costs about 5 KB per command, and keeps
+the command on one line, which every login shell passes as is. The program puts the
+helper and the lumberjack modules it imports (core.safepath, core.returns, core.sparse)
+into sys.modules under their own names, so the helper runs at the site exactly as it is
 imported here.
 """
 
 from __future__ import annotations
 
-import base64
-import shlex
-import zlib
 from importlib import resources
+
+from lumberjack.core.site_python import packed, python_command
 
 #: The modules sent, in import order (the helper's own imports: standard library and these).
 SENT = (
@@ -49,14 +48,13 @@ def _source(name: str) -> str:
 def _program() -> str:
     modules = [(name, _source(name)) for name in SENT]
     text = f"PACKAGES = {PACKAGES!r}\nMODULES = {modules!r}\nMAIN = {SENT[-1]!r}\n{_LOADER}"
-    packed = base64.b64encode(zlib.compress(text.encode(), 9)).decode()
-    return f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
+    return packed(text)
 
 
-#: The `python3 -c` program (no newline in it).
+#: The `-c` program (no newline in it).
 HELPER_PROGRAM = _program()
 
 
 def helper_command(mode: str, *args: str) -> str:
     """The remote command line running the helper in `mode` (see transfer_helper)."""
-    return shlex.join(["python3", "-c", HELPER_PROGRAM, mode, *args])
+    return python_command(HELPER_PROGRAM, mode, *args)

@@ -17,6 +17,7 @@ from typing import Callable
 import pytest
 import testbed
 from journey import (
+    agent_line,
     as_submitter,
     expected_outputs,
     last_json,
@@ -97,10 +98,9 @@ def at_site(site):
     for lease in made["leases"]:
         lease_dir = f"{SITE_BASE}/lease-{lease}"
         if site_path(lease_dir).exists():
-            agent = f"{lease_dir}/agent.pyz"
             site_run(
-                f"test -f {agent} && python3 {agent} lease-stop {lease_dir}; "
-                f"python3 {agent} remove {lease_dir}; rm -rf {lease_dir}",
+                f"{agent_line(lease_dir, 'lease-stop', lease_dir)}; "
+                f"{agent_line(lease_dir, 'remove', lease_dir)}; rm -rf {lease_dir}",
                 check=False,
             )
 

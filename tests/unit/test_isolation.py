@@ -285,3 +285,36 @@ def test_a_waiting_pilot_gets_a_fresh_token_after_half_the_margin(tmp_path: Path
     assert pilot_token.stale(layout, launch, now=1000 + 451)
     # Nothing queued: nothing to refresh (and no pool is asked).
     assert not pilot_token.refresh_for_waiting(layout, settings(), launch, {"7": "running"})
+
+
+def test_an_account_that_ran_jobs_without_a_container_stays_its_owners(tmp_path: Path) -> None:
+    """bob's uncontained export ran its jobs, then was cleaned: what they could have left
+    in the account (shell startup files, ~/.ssh) runs with every later command there, so
+    another owner's export waits for a person's --shared-account; bob's own go on, and
+    an uncontained export that never launched leaves nothing suspect."""
+    ledger = Ledger(tmp_path / "state")
+    _shipped(ledger, "bob-never", "bob", "testbed-nocontainer", "cleaned")  # never launched
+    _shipped(ledger, "bob-ran", "bob", "testbed-nocontainer", "cleaned")
+    ledger.update_info("bob-ran", ran_uncontained=True)
+    _export(ledger, "alice-next", "alice", "testbed", "exported")
+    with pytest.raises(BadInput, match="export bob-ran of bob ran its jobs without a container "
+                       f"on the same site account {ACCOUNT}") as refused:  # fmt: skip
+        check_isolation(ledger, ledger.get("alice-next"), find_profile("testbed"))
+    assert "~/.ssh" in str(refused.value) and "\n" not in str(refused.value)
+    _export(ledger, "bob-next", "bob", "testbed", "exported")
+    check_isolation(ledger, ledger.get("bob-next"), find_profile("testbed"))
+    check_isolation(ledger, ledger.get("alice-next"), find_profile("testbed"), shared_account=True)
+
+
+def test_a_first_launch_without_a_container_marks_the_export(tmp_path: Path) -> None:
+    from conftest import load_fixture_module
+
+    from lumberjack.state import lifecycle
+    from lumberjack.state.isolation_guard import RAN_UNCONTAINED
+
+    fake = load_fixture_module("fake_site")
+    ledger = Ledger(tmp_path / "state")
+    record, site, _ = fake.exported(ledger, tmp_path, load_fixture_module("site_bundle"))
+    lifecycle.ship(ledger, site, record)
+    lifecycle.launch(ledger, site, ledger.get("calib"))
+    assert RAN_UNCONTAINED not in ledger.get("calib").info  # testbed: apptainer

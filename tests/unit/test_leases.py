@@ -15,6 +15,7 @@ from conftest import load_fixture_module
 import lumberjack.cli.exports_cmd  # noqa: F401  (registers the commands on `cli`)
 import lumberjack.cli.lease_cmd  # noqa: F401
 import lumberjack.cli.steps_cmd  # noqa: F401
+from lumberjack.ap.agent_zipapp import shipped_agent
 from lumberjack.cli import cli
 from lumberjack.core.answers import (
     Accounting,
@@ -488,7 +489,9 @@ def test_create_then_shutdown_leaves_nothing(ledger: Ledger) -> None:
     assert answer["pilots"]["submitted"] == ["2000"]  # the agent answers no "nodes"
     record = ledger.get_lease("calib")
     assert record.phase == LeasePhase.ACTIVE and record.info["remote_dir"] == LEASE_DIR
-    assert f"{LEASE_DIR}/agent.pyz" in site.connection.files
+    agent = ExportLayout(LEASE_DIR).agent_file(shipped_agent().sha256)
+    assert agent == "/home/hpcuser/lumberjack/.lumberjack/" + Path(agent).name  # beside it
+    assert agent in site.connection.files and f"{LEASE_DIR}/agent.pyz" not in site.connection.files
     plan = fake.read_plan(site.connection.files, LEASE_DIR)  # as the agent reads it
     assert plan.spec.nodes == 2 and plan.lease is None
     with pytest.raises(BadInput, match="a lease named 'calib' already exists"):

@@ -4,6 +4,7 @@ state machine (`advance`, `sync`, each step) against a fake site, in seconds."""
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import replace
 from pathlib import Path
 
@@ -365,7 +366,7 @@ def test_sync_asks_the_site_once_for_every_export_waiting_there(
     ]
     agent_calls = [c for c in site.connection.commands if c.startswith("python3 ")]
     assert len(agent_calls) == 1, agent_calls
-    assert agent_calls[0].split()[2:] == [
+    assert shlex.split(agent_calls[0])[6:] == [
         "status", "/home/hpcuser/lj/calib", "/home/hpcuser/lj/calib2", "/home/hpcuser/lj/calib3"
     ]  # fmt: skip
     # an answer left unused (the export was busy) is not kept for the next round

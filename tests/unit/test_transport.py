@@ -350,7 +350,7 @@ def test_host_key_messages_say_how_to_fix_it(profile, tmp_path: Path) -> None:
 
 def test_helper_command_is_one_line() -> None:
     command = helper_command("scan", "/a/b")
-    assert "\n" not in command and command.startswith("python3 -c ")
+    assert "\n" not in command and command.startswith("python3 -I -c ")
 
 
 # ---- the carrier seam: SiteConnection over a carrier that runs commands here

@@ -33,6 +33,7 @@ from lumberjack.core.answers import (
 )
 from lumberjack.core.contract import ALIVE, ExportLayout, PilotState
 from lumberjack.core.crashpoints import crash_point
+from lumberjack.core.site_python import PYTHON3
 from lumberjack.site import gather_logs, queue_commands
 from lumberjack.site.batch import BatchError, BatchSystem
 from lumberjack.site.files import AgentError, make_private, make_signing_key, write_whole
@@ -353,12 +354,13 @@ def _in_image_pool(settings: PoolSettings, *command: str) -> str:
 
 # The address of this node on the route to the login node (which every node reaches),
 # and a free port on it.
+_PYTHON = " ".join(PYTHON3)  # isolated: the account's planted .pth files do not run
 _ROUTE_ADDRESS = (
-    "python3 -c 'import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+    f"{_PYTHON} -c 'import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
     "s.connect((sys.argv[1], 9)); print(s.getsockname()[0])'"
 )
 _FREE_PORT = (
-    "python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); "
+    f"{_PYTHON} -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); "
     "print(s.getsockname()[1])'"
 )
 
