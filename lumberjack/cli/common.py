@@ -4,11 +4,13 @@ words."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable, NoReturn, TypeVar
 
 import click
@@ -21,6 +23,7 @@ from lumberjack.errors import (
     INTERRUPTED_EXIT,
     LumberjackError,
     StateError,
+    exit_interrupted,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,11 +44,18 @@ class LumberjackGroup(click.Group):
             args = [PROTOTYPE_COMMANDS[args[0]], *args[1:]]
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # click would print an empty line before ours
+            raise click.Abort from exc
+
     def main(self, args: Sequence[str] | None = None, *a: Any, **extra: Any) -> NoReturn:
         argv = list(sys.argv[1:] if args is None else args)
         extra.pop("standalone_mode", None)
         try:
-            code = super().main(argv, *a, standalone_mode=False, **extra)
+            with _interrupt_as_exception():
+                code = super().main(argv, *a, standalone_mode=False, **extra)
         except SystemExit:
             raise
         except BaseException as exc:  # noqa: BLE001  (the one place every failure ends)
@@ -53,6 +63,22 @@ class LumberjackGroup(click.Group):
                 raise
             code = report_failure(exc, wants_json(argv))
         sys.exit(code if isinstance(code, int) else 0)
+
+
+@contextlib.contextmanager
+def _interrupt_as_exception() -> Iterator[None]:
+    """While a command runs, Ctrl-C is a KeyboardInterrupt again, so its `with` blocks
+    (locks, temporary files) clean up; before and after, the entry point's handler
+    (errors.exit_interrupted) ends the process in one line. Left alone when the entry
+    point did not install that handler (a test's CliRunner)."""
+    if signal.getsignal(signal.SIGINT) is not exit_interrupted:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, exit_interrupted)
 
 
 _EXPECTED = (LumberjackError, click.ClickException, click.Abort, KeyboardInterrupt)
