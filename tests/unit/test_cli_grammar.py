@@ -77,6 +77,26 @@ def test_good_input_goes_on_to_the_schedd_which_is_not_there(no_schedd) -> None:
     assert "cannot reach the local schedd" in json.loads(done.stdout)["error"]
 
 
+def test_no_schedd_is_one_line_with_advice(no_schedd: dict[str, str], tmp_path: Path) -> None:
+    no_such = str(tmp_path / "no-such-config")
+    nowhere = tmp_path / "nowhere.config"
+    nowhere.write_text("SCHEDD_HOST = nowhere.invalid\nCOLLECTOR_HOST = 127.0.0.1:1\n")
+    export = ["export", "--ids", "12", "--site", "testbed"]
+    missing = _lumberjack({**no_schedd, "CONDOR_CONFIG": no_such}, *export)
+    assert missing.returncode == 7 and missing.stdout == ""
+    assert missing.stderr == (
+        f"error: CONDOR_CONFIG names {no_such}, which does not exist: point it at the access "
+        "point's HTCondor configuration (or unset it for the default)\n"
+    )
+    for config, where in ((no_schedd["CONDOR_CONFIG"], "the local schedd"),
+                          (str(nowhere), "the schedd nowhere.invalid (SCHEDD_HOST)")):  # fmt: skip
+        done = _lumberjack({**no_schedd, "CONDOR_CONFIG": config}, *export)
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith(f"error: cannot reach {where}: ")
+        assert "`condor_status -schedd`" in done.stderr
+        assert done.stderr.endswith(f"HTCondor reads CONDOR_CONFIG={config}\n")
+
+
 @pytest.mark.parametrize(
     "args",
     [["export", "--bogus", "--json"], ["sites", "check", "--json"], ["ship", "--json"],
