@@ -35,9 +35,49 @@ F = TypeVar("F", bound=Callable[..., Any])
 PROTOTYPE_COMMANDS = {"--export": "export", "--import": "import"}
 
 
-class LumberjackGroup(click.Group):
+class OneDashSpellings(click.Command):
+    """Every long option also with one dash, as HTCondor's tools spell them (`-json`,
+    `-dry-run`, `-site`), and an unknown option named as typed: click would read
+    `-json` as -j, -s, ... and name `-j`. A word that is an option of its own (`-c`,
+    `-constraint`, `-out`) stays what it is; `-xyz` becomes `--xyz` only where that is an
+    option of the command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = self._two_dashes(ctx, args)
+        try:
+            return super().parse_args(ctx, list(args))  # (click uses up the list it gets)
+        except click.NoSuchOption as exc:
+            typed = [word for word in args if _is_one_dash(word)]
+            word = next((w for w in typed if w.startswith(exc.option_name)), None)
+            if word is None or word == exc.option_name:
+                raise
+            raise click.NoSuchOption(word.partition("=")[0], ctx=ctx) from None
+
+    def _two_dashes(self, ctx: click.Context, args: list[str]) -> list[str]:
+        names = {
+            name for param in self.get_params(ctx) for name in param.opts + param.secondary_opts
+        }
+        words = []
+        for i, word in enumerate(args):
+            if word == "--" or (isinstance(self, click.Group) and not word.startswith("-")):
+                return words + args[i:]  # a group's own options end at its command
+            name = word.partition("=")[0]
+            if _is_one_dash(name) and name not in names and f"-{name}" in names:
+                word = f"-{word}"
+            words.append(word)
+        return words
+
+
+def _is_one_dash(word: str) -> bool:
+    return len(word) > 2 and word[0] == "-" and word[1] != "-" and not word[1].isdigit()
+
+
+class LumberjackGroup(OneDashSpellings, click.Group):
     """A click group that takes the prototype's `--export`/`--import` for the commands,
-    and whose `main` ends every failure in one line and its exit code (`failure`)."""
+    and whose `main` ends every failure in one line and its exit code (`failure`). Its
+    commands and groups take one-dash spellings too (OneDashSpellings)."""
+
+    command_class = OneDashSpellings
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] in PROTOTYPE_COMMANDS:
@@ -81,14 +121,16 @@ def _interrupt_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGINT, exit_interrupted)
 
 
+LumberjackGroup.group_class = LumberjackGroup  # (`cli.group()` would make a plain click.Group)
+
 _EXPECTED = (LumberjackError, click.ClickException, click.Abort, KeyboardInterrupt)
 
 
 def wants_json(argv: Sequence[str]) -> bool:
-    """Whether --json is among the words (before a `--`), wherever it stands: a usage
-    error is then still answered in JSON."""
+    """Whether --json (or -json) is among the words (before a `--`), wherever it stands:
+    a usage error is then still answered in JSON."""
     words = list(argv)
-    return "--json" in (words[: words.index("--")] if "--" in words else words)
+    return bool({"--json", "-json"} & set(words[: words.index("--")] if "--" in words else words))
 
 
 def failure(exc: BaseException) -> tuple[int, str]:

@@ -240,3 +240,31 @@ def test_shell_completion_works_as_documented(tmp_path: Path) -> None:
     words = subprocess.run([sys.executable, "-c", "from lumberjack.cli import main; main()"],
                            env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert words.stdout.split() == ["plain,sites"]
+
+
+def test_every_long_option_takes_one_dash_too(no_schedd: dict[str, str]) -> None:
+    assert invoke_text("sites", "list", "-json") == invoke_text("sites", "list", "--json")
+    assert invoke_text("sites", "show", "perlmutter", "-json").startswith('{"name": "perlmutter"')
+    unknown = CliRunner().invoke(cli, ["export", "--ids", "12", "-site", "nosuch"])
+    assert unknown.exit_code == 2 and "unknown site 'nosuch'" in unknown.stderr
+    # Each word read as its option: the command passes its checks and asks for the schedd.
+    done = _lumberjack(no_schedd, "export", "-c", "true", "-site", "testbed", "-name", "one",
+                       "-dry-run", "-json")  # fmt: skip
+    assert (
+        done.returncode == 1 and "cannot reach the local schedd" in json.loads(done.stdout)["error"]
+    )
+    assert CliRunner().invoke(cli, ["sites", "list", "-h"]).stdout.startswith("Usage:")
+
+
+@pytest.mark.parametrize(("args", "typed"), [(["-constraint", "X"], "-constraint"),
+                                             (["sites", "list", "-jsn"], "-jsn")])  # fmt: skip
+def test_an_unknown_option_is_named_as_typed(args: list[str], typed: str) -> None:
+    result = CliRunner().invoke(cli, args)  # click alone names -c and -j
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == f"Error: No such option '{typed}'."
+
+
+def invoke_text(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
