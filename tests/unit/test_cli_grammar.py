@@ -40,6 +40,11 @@ BAD_INPUT = [
     (["export", "--ids", "12.x", "--site", "testbed"], "12.x"),
     (["export", "--ids", "12", "--site", "nosuch"], "nosuch"),
     (["export", "--ids", "12", "--site", "testbed", "--walltime", "2x"], "--walltime"),
+    # A bare number: Slurm would read minutes, a person means hours; no guess either way.
+    (
+        ["export", "--ids", "12", "--site", "testbed", "--walltime", "6"],
+        "--walltime 6 has no unit: write 6h, 6m, 360m or 06:00:00",
+    ),
     (["export", "--ids", "12", "--site", "testbed", "--idle-shutdown", "soon"], "soon"),
     (["export", "--ids", "12", "--site", "testbed", "--name", "a/b"], "a/b"),
     (["export", "--ids", "12", "--out", "x"], "--remote-spool"),
