@@ -273,3 +273,27 @@ def invoke_text(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args))
     assert result.exit_code == 0, result.output
     return result.stdout
+
+
+def test_a_state_directory_that_is_a_file_is_called_a_file(no_schedd, tmp_path: Path) -> None:
+    state = tmp_path / "state-file"
+    state.write_text("mine\n")
+    done = _lumberjack({**no_schedd, "LUMBERJACK_STATE_DIR": str(state)}, "status")
+    assert done.returncode == 6 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"error: state directory {state} is a file, not a directory;")
+    assert state.read_text() == "mine\n"
+
+
+def test_inspect_of_a_file_that_is_no_log_shows_its_line_once(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello world\nnot a log\n")
+    result = CliRunner().invoke(cli, ["inspect", str(notes)])
+    assert result.exit_code == 2
+    assert result.stderr == f'error: {notes} line 1: expected an op code 101-107: "hello world"\n'
+
+
+def test_sites_show_names_the_profile_by_its_absolute_path(monkeypatch) -> None:
+    monkeypatch.chdir("/")
+    shown = invoke_text("sites", "show", "perlmutter").splitlines()
+    path = next(line.split()[1] for line in shown if line.split()[:1] == ["profile"])
+    assert Path(path).is_absolute() and Path(path).name == "perlmutter.toml"
