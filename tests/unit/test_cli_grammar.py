@@ -297,3 +297,14 @@ def test_sites_show_names_the_profile_by_its_absolute_path(monkeypatch) -> None:
     shown = invoke_text("sites", "show", "perlmutter").splitlines()
     path = next(line.split()[1] for line in shown if line.split()[:1] == ["profile"])
     assert Path(path).is_absolute() and Path(path).name == "perlmutter.toml"
+
+
+def test_a_missing_site_profiles_directory_is_a_setup_mistake(monkeypatch, tmp_path: Path) -> None:
+    missing = tmp_path / "my-sites-typo"
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(missing))
+    result = CliRunner().invoke(cli, ["sites", "list"])
+    assert result.exit_code == 7 and result.stdout == ""
+    assert result.stderr == (
+        f"error: LUMBERJACK_SITE_PROFILES names {missing}, which is not a directory: "
+        "fix or unset it\n"
+    )
