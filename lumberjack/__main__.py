@@ -2,10 +2,13 @@
 
 import sys
 
-from lumberjack.ap.queue_log import quick_inspect_json
+from lumberjack.errors import exit_on_ctrl_c
 
 
 def main() -> None:
+    exit_on_ctrl_c()  # first: a Ctrl-C while the modules below load prints no traceback
+    from lumberjack.ap.queue_log import quick_inspect_json
+
     # `inspect --json FILE` first without the command line's machinery (its start-up is a
     # good part of the time of a small log's answer); anything else, or any failure, is
     # the command line's.

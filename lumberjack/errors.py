@@ -5,6 +5,11 @@ Every message is one line a person can act on; the CLI prints it as `error: MESS
 
 from __future__ import annotations
 
+# signal's C half: the Python half's wrappers run bytecode a Ctrl-C can interrupt (and no
+# typing here either: this module loads before the entry point's Ctrl-C handler).
+import _signal
+import os
+
 
 class LumberjackError(Exception):
     """Something went wrong that is not a bug; exit code 1."""
@@ -61,6 +66,23 @@ INTERNAL_ERROR_EXIT = 70
 
 #: A command stopped by Ctrl-C (as shells report SIGINT).
 INTERRUPTED_EXIT = 130
+
+
+def exit_interrupted(_signum: int = _signal.SIGINT, _frame: object = None) -> None:
+    """The SIGINT handler from the entry point's first line until a command runs: while
+    modules load nothing needs cleaning up, so one line and exit 130, never the traceback
+    a KeyboardInterrupt in an import would print. A running command gets the usual
+    KeyboardInterrupt back (its `with` blocks release locks); see cli.common."""
+    os.write(2, b"error: interrupted\n")
+    os._exit(INTERRUPTED_EXIT)
+
+
+def exit_on_ctrl_c() -> None:
+    """Install exit_interrupted for SIGINT (the entry point's first statement), unless
+    SIGINT is not Python's default (ignored, as for a shell script's `cmd &`)."""
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, exit_interrupted)
+
 
 #: Every exit code of the CLI and what it means (docs/exit-codes.md says more; `--help`
 #: lists these; a test checks that the two agree).

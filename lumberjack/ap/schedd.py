@@ -25,7 +25,7 @@ from lumberjack.ap.schedd_wait import (
 from lumberjack.core.classad_text import quote_string, site_text
 from lumberjack.core.contract import QUEUE_LOG
 from lumberjack.core.message_text import one_line
-from lumberjack.errors import BadInput, LumberjackError
+from lumberjack.errors import BadInput, LumberjackError, SetupError
 from lumberjack.host.identity import Owner
 
 # Attributes the selection, preflight and path map need from each job: every one the
@@ -55,9 +55,37 @@ class ExportResult:
 
 def _htcondor() -> Any:
     # Imported late: unit tests and `inspect` must work without touching a schedd.
+    _check_condor_config()
     import htcondor2
 
     return htcondor2
+
+
+def _check_condor_config() -> None:
+    """A CONDOR_CONFIG naming no file, in one line: the bindings would print HTCondor's
+    paragraph about it on each load, then fail without naming it. (ONLY_ENV and a
+    command, `...|`, are HTCondor's other spellings; they are left to it.)"""
+    path = os.environ.get("CONDOR_CONFIG", "")
+    if path and path != "ONLY_ENV" and not path.rstrip().endswith("|") and not os.path.exists(path):
+        raise SetupError(
+            f"CONDOR_CONFIG names {path}, which does not exist: point it at the access "
+            "point's HTCondor configuration (or unset it for the default)"
+        )
+
+
+def _config_in_use() -> str:
+    path = os.environ.get("CONDOR_CONFIG")
+    if path:
+        return f"CONDOR_CONFIG={path}"
+    return "the default configuration (CONDOR_CONFIG is not set)"
+
+
+def _unreachable(exc: BaseException, schedd_host: str | None) -> LumberjackError:
+    where = f"the schedd {schedd_host} (SCHEDD_HOST)" if schedd_host else "the local schedd"
+    return LumberjackError(
+        f"cannot reach {where}: {_one_line(exc).rstrip('.')}; is condor_schedd running "
+        f"(`condor_status -schedd` lists the schedds)? HTCondor reads {_config_in_use()}"
+    )
 
 
 def condor_version() -> str:
@@ -74,15 +102,15 @@ class LocalSchedd:
         self.location: Any = None
         #: how long to wait for a schedd that did not answer in time (schedd_wait)
         self.patience = PATIENCE
+        name = htcondor.param.get("SCHEDD_HOST")
         try:
-            name = htcondor.param.get("SCHEDD_HOST")
             if name:
                 self.location = htcondor.Collector().locate(htcondor.DaemonType.Schedd, name)
                 self._schedd = htcondor.Schedd(self.location)
             else:
                 self._schedd = htcondor.Schedd()
         except Exception as exc:  # the bindings raise HTCondorException or ValueError
-            raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
+            raise _unreachable(exc, name) from exc
 
     def query(self, constraint: str, projection: Iterable[str] = JOB_PROJECTION) -> list[JobAd]:
         return ads_to_dicts(self.query_ads(constraint, projection))
@@ -231,7 +259,7 @@ def import_as_owner(
     try:
         schedd = htcondor.Schedd(location) if location is not None else htcondor.Schedd()
     except Exception as exc:
-        raise LumberjackError(f"cannot reach the local schedd: {_one_line(exc)}") from exc
+        raise _unreachable(exc, None) from exc
     return _import_into(schedd, import_dir, wake)
 
 

@@ -9,6 +9,7 @@ import click
 
 from lumberjack import __version__
 from lumberjack.cli.common import LumberjackGroup, exit_codes_help
+from lumberjack.errors import exit_on_ctrl_c
 
 #: The module (in lumberjack/cli/) that defines each command; importing it registers the
 #: command on `cli`. A run imports only its command's module, so `status` or `import`
@@ -81,6 +82,7 @@ def cli() -> None:
 
 
 def main() -> None:
+    exit_on_ctrl_c()  # see lumberjack/__main__.py (this module's imports came before)
     from lumberjack.core import crashpoints
 
     try:

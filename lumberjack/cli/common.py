@@ -4,11 +4,13 @@ words."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable, NoReturn, TypeVar
 
 import click
@@ -21,6 +23,7 @@ from lumberjack.errors import (
     INTERRUPTED_EXIT,
     LumberjackError,
     StateError,
+    exit_interrupted,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,20 +35,67 @@ F = TypeVar("F", bound=Callable[..., Any])
 PROTOTYPE_COMMANDS = {"--export": "export", "--import": "import"}
 
 
-class LumberjackGroup(click.Group):
+class OneDashSpellings(click.Command):
+    """Every long option also with one dash, as HTCondor's tools spell them (`-json`,
+    `-dry-run`, `-site`), and an unknown option named as typed: click would read
+    `-json` as -j, -s, ... and name `-j`. A word that is an option of its own (`-c`,
+    `-constraint`, `-out`) stays what it is; `-xyz` becomes `--xyz` only where that is an
+    option of the command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = self._two_dashes(ctx, args)
+        try:
+            return super().parse_args(ctx, list(args))  # (click uses up the list it gets)
+        except click.NoSuchOption as exc:
+            typed = [word for word in args if _is_one_dash(word)]
+            word = next((w for w in typed if w.startswith(exc.option_name)), None)
+            if word is None or word == exc.option_name:
+                raise
+            raise click.NoSuchOption(word.partition("=")[0], ctx=ctx) from None
+
+    def _two_dashes(self, ctx: click.Context, args: list[str]) -> list[str]:
+        names = {
+            name for param in self.get_params(ctx) for name in param.opts + param.secondary_opts
+        }
+        words = []
+        for i, word in enumerate(args):
+            if word == "--" or (isinstance(self, click.Group) and not word.startswith("-")):
+                return words + args[i:]  # a group's own options end at its command
+            name = word.partition("=")[0]
+            if _is_one_dash(name) and name not in names and f"-{name}" in names:
+                word = f"-{word}"
+            words.append(word)
+        return words
+
+
+def _is_one_dash(word: str) -> bool:
+    return len(word) > 2 and word[0] == "-" and word[1] != "-" and not word[1].isdigit()
+
+
+class LumberjackGroup(OneDashSpellings, click.Group):
     """A click group that takes the prototype's `--export`/`--import` for the commands,
-    and whose `main` ends every failure in one line and its exit code (`failure`)."""
+    and whose `main` ends every failure in one line and its exit code (`failure`). Its
+    commands and groups take one-dash spellings too (OneDashSpellings)."""
+
+    command_class = OneDashSpellings
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] in PROTOTYPE_COMMANDS:
             args = [PROTOTYPE_COMMANDS[args[0]], *args[1:]]
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # click would print an empty line before ours
+            raise click.Abort from exc
+
     def main(self, args: Sequence[str] | None = None, *a: Any, **extra: Any) -> NoReturn:
         argv = list(sys.argv[1:] if args is None else args)
         extra.pop("standalone_mode", None)
         try:
-            code = super().main(argv, *a, standalone_mode=False, **extra)
+            with _interrupt_as_exception():
+                code = super().main(argv, *a, standalone_mode=False, **extra)
         except SystemExit:
             raise
         except BaseException as exc:  # noqa: BLE001  (the one place every failure ends)
@@ -55,14 +105,32 @@ class LumberjackGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+@contextlib.contextmanager
+def _interrupt_as_exception() -> Iterator[None]:
+    """While a command runs, Ctrl-C is a KeyboardInterrupt again, so its `with` blocks
+    (locks, temporary files) clean up; before and after, the entry point's handler
+    (errors.exit_interrupted) ends the process in one line. Left alone when the entry
+    point did not install that handler (a test's CliRunner)."""
+    if signal.getsignal(signal.SIGINT) is not exit_interrupted:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, exit_interrupted)
+
+
+LumberjackGroup.group_class = LumberjackGroup  # (`cli.group()` would make a plain click.Group)
+
 _EXPECTED = (LumberjackError, click.ClickException, click.Abort, KeyboardInterrupt)
 
 
 def wants_json(argv: Sequence[str]) -> bool:
-    """Whether --json is among the words (before a `--`), wherever it stands: a usage
-    error is then still answered in JSON."""
+    """Whether --json (or -json) is among the words (before a `--`), wherever it stands:
+    a usage error is then still answered in JSON."""
     words = list(argv)
-    return "--json" in (words[: words.index("--")] if "--" in words else words)
+    return bool({"--json", "-json"} & set(words[: words.index("--")] if "--" in words else words))
 
 
 def failure(exc: BaseException) -> tuple[int, str]:

@@ -67,8 +67,8 @@ _OPTIONS = (
     ),
     click.option(
         "--walltime", default=None, metavar="TIME",
-        help='Pilot walltime: "HH:MM:SS", "90m", "2h", "1d12h" (default: from the jobs\' '
-        "runtimes, else the profile's).",
+        help='Pilot walltime: "HH:MM:SS", "90m", "2h", "1d12h"; a bare number is refused '
+        "(default: from the jobs' runtimes, else the profile's).",
     ),
     click.option(
         "--queue", default=None, metavar="NAME", show_default="the profile's",

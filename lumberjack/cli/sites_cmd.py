@@ -26,7 +26,6 @@ from lumberjack.cli.request_options import (
 )
 from lumberjack.cli.site_image_cmd import image
 from lumberjack.core.units import format_memory, format_walltime
-from lumberjack.profiles.messages import display_path
 from lumberjack.profiles.model import SiteProfile
 from lumberjack.profiles.request import report_dict, report_lines
 from lumberjack.profiles.sites import (
@@ -218,7 +217,7 @@ def _show_text(p: SiteProfile) -> str:
     if p.description:
         lines.append(f"  {p.description}")
     fields = [
-        ("profile", display_path(p.path)),
+        ("profile", str(p.path.resolve())),  # absolute, whatever the current directory
         ("source", p.source + (f" (checked {p.checked})" if p.checked else "")),
         ("tested", p.tested + (f": {p.tested_note}" if p.tested_note else "")),
         ("login", login + ("" if p.user else "  (user: your ssh config or local name)")),

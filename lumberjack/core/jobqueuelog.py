@@ -277,7 +277,7 @@ def _parse_line(line: str, good_keys: dict[str, str], good_tokens: dict[str, str
             raise _LineError("empty line")
         if op_text.isascii() and op_text.isdigit():
             raise _LineError(f"unknown op code {op_text}")
-        raise _LineError(f"expected an op code 101-107, found {op_text[:40]!r}")
+        raise _LineError("expected an op code 101-107")  # (the line itself follows, once)
 
     if op == OP_SET_ATTRIBUTE:
         parts = body.split(" ", 2)

@@ -73,8 +73,12 @@ def user_writable_level(path: Path) -> tuple[Path, str] | None:
             info = os.lstat(current)
         except FileNotFoundError:
             return None  # what root makes below is root's
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0:
-            return current, "is not a directory of root"
+        if stat.S_ISREG(info.st_mode):
+            return current, "is a file, not a directory"
+        if not stat.S_ISDIR(info.st_mode):
+            return current, "is not a directory"
+        if info.st_uid != 0:
+            return current, "is not root's"
         if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
             return current, "is writable by others"
     return None

@@ -614,6 +614,13 @@ def _as_runtime(item: RuntimeLike) -> JobRuntime:
 def _walltime_flag(value: str | int) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         seconds = value
+    elif str(value).strip().isdigit() and int(value) > 0:  # (0: "must be longer than 0")
+        # Refused, not guessed: Slurm reads a bare number as minutes, our users mean hours.
+        number = int(str(value).strip())
+        raise BadInput(
+            f"--walltime {value} has no unit: write {number}h, {number}m, {number * 60}m "
+            f"or {number:02d}:00:00"
+        )
     else:
         try:
             seconds = parse_walltime(str(value))

@@ -60,13 +60,19 @@ def profile_dirs() -> list[Path]:
     2. ~/.config/condor-lumberjack/sites;
     3. the profiles shipped with lumberjack (`shipped_profile_dir()`).
 
-    Directories that do not exist are listed but skipped when searching.
+    The two others may be missing (then skipped); a directory of $LUMBERJACK_SITE_PROFILES
+    must exist: a typo there (a cron job's) would quietly take the shipped profile.
     """
     dirs = [
         Path(part.strip()).expanduser()
         for part in os.environ.get(PROFILES_ENV, "").split(os.pathsep)
         if part.strip()
     ]
+    for directory in dirs:
+        if not directory.is_dir():
+            raise SetupError(
+                f"{PROFILES_ENV} names {directory}, which is not a directory: fix or unset it"
+            )
     return [*dirs, Path(USER_PROFILE_DIR).expanduser(), shipped_profile_dir()]
 
 

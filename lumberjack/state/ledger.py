@@ -76,8 +76,9 @@ def check_root_owned(path: Path) -> None:
     found = user_writable_level(path)
     if found is not None:
         level, how = found
+        where = path if level == path.absolute() else f"{path}: {level}"
         raise StateError(
-            f"state directory {path}: {level} {how}; root keeps its state only where no "
+            f"state directory {where} {how}; root keeps its state only where no "
             "user can write (set LUMBERJACK_STATE_DIR)"
         )
 

@@ -36,9 +36,8 @@ def ledger_wait_s() -> float:
 def usable_state_dir(directory: Path) -> None:
     """Create the state directory if missing; StateError when it cannot hold a ledger."""
     if os.path.lexists(directory) and not directory.is_dir():
-        raise StateError(
-            f"state directory {directory} is not a directory; move it aside {_ELSEWHERE}"
-        )
+        what = "a file, not a directory" if directory.is_file() else "not a directory"
+        raise StateError(f"state directory {directory} is {what}; move it aside {_ELSEWHERE}")
     try:
         # 0711: the schedd writes an export's queue into the bundle as the job's owner,
         # who may not be the account running lumberjack (root on an access point).

@@ -40,6 +40,11 @@ BAD_INPUT = [
     (["export", "--ids", "12.x", "--site", "testbed"], "12.x"),
     (["export", "--ids", "12", "--site", "nosuch"], "nosuch"),
     (["export", "--ids", "12", "--site", "testbed", "--walltime", "2x"], "--walltime"),
+    # A bare number: Slurm would read minutes, a person means hours; no guess either way.
+    (
+        ["export", "--ids", "12", "--site", "testbed", "--walltime", "6"],
+        "--walltime 6 has no unit: write 6h, 6m, 360m or 06:00:00",
+    ),
     (["export", "--ids", "12", "--site", "testbed", "--idle-shutdown", "soon"], "soon"),
     (["export", "--ids", "12", "--site", "testbed", "--name", "a/b"], "a/b"),
     (["export", "--ids", "12", "--out", "x"], "--remote-spool"),
@@ -75,6 +80,26 @@ def test_good_input_goes_on_to_the_schedd_which_is_not_there(no_schedd) -> None:
     done = _lumberjack(no_schedd, "export", "--ids", "12", "--site", "testbed", "--json")
     assert done.returncode == 1
     assert "cannot reach the local schedd" in json.loads(done.stdout)["error"]
+
+
+def test_no_schedd_is_one_line_with_advice(no_schedd: dict[str, str], tmp_path: Path) -> None:
+    no_such = str(tmp_path / "no-such-config")
+    nowhere = tmp_path / "nowhere.config"
+    nowhere.write_text("SCHEDD_HOST = nowhere.invalid\nCOLLECTOR_HOST = 127.0.0.1:1\n")
+    export = ["export", "--ids", "12", "--site", "testbed"]
+    missing = _lumberjack({**no_schedd, "CONDOR_CONFIG": no_such}, *export)
+    assert missing.returncode == 7 and missing.stdout == ""
+    assert missing.stderr == (
+        f"error: CONDOR_CONFIG names {no_such}, which does not exist: point it at the access "
+        "point's HTCondor configuration (or unset it for the default)\n"
+    )
+    for config, where in ((no_schedd["CONDOR_CONFIG"], "the local schedd"),
+                          (str(nowhere), "the schedd nowhere.invalid (SCHEDD_HOST)")):  # fmt: skip
+        done = _lumberjack({**no_schedd, "CONDOR_CONFIG": config}, *export)
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith(f"error: cannot reach {where}: ")
+        assert "`condor_status -schedd`" in done.stderr
+        assert done.stderr.endswith(f"HTCondor reads CONDOR_CONFIG={config}\n")
 
 
 @pytest.mark.parametrize(
@@ -220,3 +245,66 @@ def test_shell_completion_works_as_documented(tmp_path: Path) -> None:
     words = subprocess.run([sys.executable, "-c", "from lumberjack.cli import main; main()"],
                            env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert words.stdout.split() == ["plain,sites"]
+
+
+def test_every_long_option_takes_one_dash_too(no_schedd: dict[str, str]) -> None:
+    assert invoke_text("sites", "list", "-json") == invoke_text("sites", "list", "--json")
+    assert invoke_text("sites", "show", "perlmutter", "-json").startswith('{"name": "perlmutter"')
+    unknown = CliRunner().invoke(cli, ["export", "--ids", "12", "-site", "nosuch"])
+    assert unknown.exit_code == 2 and "unknown site 'nosuch'" in unknown.stderr
+    # Each word read as its option: the command passes its checks and asks for the schedd.
+    done = _lumberjack(no_schedd, "export", "-c", "true", "-site", "testbed", "-name", "one",
+                       "-dry-run", "-json")  # fmt: skip
+    assert (
+        done.returncode == 1 and "cannot reach the local schedd" in json.loads(done.stdout)["error"]
+    )
+    assert CliRunner().invoke(cli, ["sites", "list", "-h"]).stdout.startswith("Usage:")
+
+
+@pytest.mark.parametrize(("args", "typed"), [(["-constraint", "X"], "-constraint"),
+                                             (["sites", "list", "-jsn"], "-jsn")])  # fmt: skip
+def test_an_unknown_option_is_named_as_typed(args: list[str], typed: str) -> None:
+    result = CliRunner().invoke(cli, args)  # click alone names -c and -j
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == f"Error: No such option '{typed}'."
+
+
+def invoke_text(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_a_state_directory_that_is_a_file_is_called_a_file(no_schedd, tmp_path: Path) -> None:
+    state = tmp_path / "state-file"
+    state.write_text("mine\n")
+    done = _lumberjack({**no_schedd, "LUMBERJACK_STATE_DIR": str(state)}, "status")
+    assert done.returncode == 6 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"error: state directory {state} is a file, not a directory;")
+    assert state.read_text() == "mine\n"
+
+
+def test_inspect_of_a_file_that_is_no_log_shows_its_line_once(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello world\nnot a log\n")
+    result = CliRunner().invoke(cli, ["inspect", str(notes)])
+    assert result.exit_code == 2
+    assert result.stderr == f'error: {notes} line 1: expected an op code 101-107: "hello world"\n'
+
+
+def test_sites_show_names_the_profile_by_its_absolute_path(monkeypatch) -> None:
+    monkeypatch.chdir("/")
+    shown = invoke_text("sites", "show", "perlmutter").splitlines()
+    path = next(line.split()[1] for line in shown if line.split()[:1] == ["profile"])
+    assert Path(path).is_absolute() and Path(path).name == "perlmutter.toml"
+
+
+def test_a_missing_site_profiles_directory_is_a_setup_mistake(monkeypatch, tmp_path: Path) -> None:
+    missing = tmp_path / "my-sites-typo"
+    monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", str(missing))
+    result = CliRunner().invoke(cli, ["sites", "list"])
+    assert result.exit_code == 7 and result.stdout == ""
+    assert result.stderr == (
+        f"error: LUMBERJACK_SITE_PROFILES names {missing}, which is not a directory: "
+        "fix or unset it\n"
+    )

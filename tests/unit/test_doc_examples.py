@@ -221,3 +221,12 @@ def test_every_relative_link_in_the_docs_resolves():
 
 def test_the_readme_is_short():
     assert len((REPO / "README.md").read_text().splitlines()) <= 250
+
+
+def test_the_install_lines_work_from_inside_the_checkout() -> None:
+    top = Path(__file__).parents[2]
+    assert (top / "pyproject.toml").is_file()  # what `pip install .` reads, in the checkout
+    for doc in ("README.md", "docs/first-site.md"):
+        text = (top / doc).read_text()
+        assert "pip install ./condor_lumberjack" not in text and "bin/pip install .\n" in text
+        assert "with timings" not in text  # first-site.md gives none

@@ -326,6 +326,8 @@ def test_local_paths_expand_and_resolve_against_the_profile(tmp_path, monkeypatc
 
 def test_profile_dirs_order(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMBERJACK_SITE_PROFILES", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
     dirs = profile_dirs()
     assert SHIPPED.resolve() == PACKAGED.resolve()  # the checkout's site-profiles/ links to it
     assert dirs == [
