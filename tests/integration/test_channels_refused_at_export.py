@@ -23,9 +23,10 @@ VICTIM = "/home/hpcuser/lumberjack/some-export/pool/local/passwords.d/POOL"
 CHANNELS = [
     ({"want_io_proxy": "true"}, "WantIOProxy"),
     ({"+WantRemoteIO": "true"}, "WantRemoteIO"),
-    ({"environment": '"LD_PRELOAD=./evil.so"'}, "LD_PRELOAD"),
-    ({"environment": '"GCONV_PATH=."'}, "GCONV_PATH"),
-    ({"environment": '"PATH=.:/usr/bin"'}, "PATH"),
+    # HTCondor's tool daemon and the starter's own user log (the job's environment is no
+    # channel: nothing outside its container reads it, see test_owner_isolation.py).
+    ({"+ToolDaemonCmd": '"payload.sh"'}, "ToolDaemonCmd"),
+    ({"+StarterUserLog": '"/home/hpcuser/.ssh/authorized_keys"'}, "StarterUserLog"),
     ({"transfer_input_files": f"in put.txt, file://{VICTIM}"}, "URL"),
     ({"transfer_output_files": VICTIM}, "sandbox"),
     ({"transfer_output_files": "../../../other/pool/local/passwords.d/POOL"}, "sandbox"),
