@@ -282,6 +282,7 @@ def spawn_in_rootfs(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**_clean_env(), **(env or {})},
+            preexec_fn=default_signals,
         )
     return proc.pid
 
@@ -304,13 +305,26 @@ def run_in_rootfs(
     if netns:
         cmd = ["nsenter", f"--net=/run/netns/{netns}", *cmd]
     result = subprocess.run(
-        cmd, capture_output=True, text=True, env={**_clean_env(), **(env or {})}
-    )
+        cmd, capture_output=True, text=True, env={**_clean_env(), **(env or {})},
+        preexec_fn=default_signals,
+    )  # fmt: skip
     if check and result.returncode != 0:
         raise RuntimeError(
             f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()[-2000:]}"
         )
     return result
+
+
+def default_signals() -> None:
+    """Every signal at its default, as init starts a host's daemons: a test run in the
+    background of a shell (`make test &`, some CI runners) hands SIGINT and SIGQUIT down
+    ignored, a shell cannot undo that, and HTCondor's daemons would pass it to their jobs
+    (a job killed by SIGINT would then go on in one pool and die in the other)."""
+    for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
 
 
 def _clean_env() -> dict[str, str]:
