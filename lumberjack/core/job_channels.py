@@ -76,8 +76,8 @@ _ACTING_LOWER = {name.lower(): name for name in ACTING_ATTRS}
 #: What a condor_qedit at home may change in the job's copy at the site (sync forwards
 #: it; any other edit holds the job at home, with the reason): how the site's schedd
 #: orders, matches and polices the job, and the arguments only the job itself reads. An
-#: allow-list: an attribute lumberjack does not know (a custom one, one a newer HTCondor
-#: acts on) stays as export left it.
+#: allow-list: any other attribute HTCondor knows (one a newer HTCondor acts on too)
+#: stays as export left it; a name of the user's own goes (see editable).
 EDITABLE_ATTRS = frozenset({
     "JobPrio", "PreJobPrio1", "PreJobPrio2", "PostJobPrio1", "PostJobPrio2",
     "JobBatchName", "Requirements", "Rank", "ConcurrencyLimits",

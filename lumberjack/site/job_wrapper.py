@@ -183,7 +183,8 @@ def _take_saved(path: str) -> Environ:
 def ignoring(mask: int) -> Callable[[], None]:
     """What makes a child ignore the signals of `mask` (SigIgn of /proc/PID/status), as
     the starter had the wrapper ignore them: python ignores SIGPIPE for itself, and its
-    children get every signal at its default."""
+    children get every signal at its default. (INNER has its own copy: it runs in the
+    job's container as a program of its own, importing nothing of lumberjack.)"""
 
     def dispositions() -> None:
         for sig in range(1, 32):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import state_sweep
+from testbed import default_signals
 
 #: What the installed console script runs, with a marker just before `main()`: a Ctrl-C
 #: earlier (the interpreter importing `site`, then the package's __init__ and errors
@@ -19,16 +20,12 @@ import state_sweep
 ENTRY = "from lumberjack.__main__ import main; import os; os.write(2, b'>'); main()"
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _interrupted_after(env: dict[str, str], delay: float) -> subprocess.CompletedProcess[str]:
     # As a person's terminal starts it: SIGINT at its default (a test run in the
     # background of a shell, as CI may be, hands it down ignored).
     child = subprocess.Popen([sys.executable, "-c", ENTRY, "sites", "list"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             preexec_fn=_default_sigint)  # fmt: skip
+                             preexec_fn=default_signals)  # fmt: skip
     assert child.stderr is not None and child.stderr.read(1) == b">"
     time.sleep(delay)
     child.send_signal(signal.SIGINT)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from testbed import default_signals
 
 from lumberjack.site import job_wrapper
 from lumberjack.site.job_container import WRAPPER_NAME, WRAPPER_PY_NAME, job_container_lines
@@ -46,16 +47,6 @@ def wrapper(tmp_path: Path) -> tuple[str, str]:
     launcher.write_text(LAUNCHER)
     launcher.chmod(0o755)
     return str(script), str(launcher)
-
-
-def _default_signals() -> None:
-    """Every signal at its default, as the starter starts a job: a test run in the
-    background of a shell would otherwise hand down SIGINT and SIGQUIT ignored."""
-    for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
 
 
 #: An environment as the starter hands it over: the job's variables, and its copies of
@@ -89,7 +80,7 @@ def _run(
     saved = _saved(Path(script).parent, env)
     command = [sys.executable, "-I", "-S", script, saved, ignored, launcher, "-s", "exec", "-C",
                image, *job]  # fmt: skip
-    return subprocess.Popen(command, preexec_fn=_default_signals, env={})
+    return subprocess.Popen(command, preexec_fn=default_signals, env={})
 
 
 #: Every signal a job can die of (1 to 31 less those whose default is to stop, continue or
